@@ -1,0 +1,33 @@
+{
+  "targets": [
+    {
+      "target_name": "smol",
+      "sources": [
+        "binding/addon.cc",
+        "binding/vm_wrap.cc",
+        "vmm/boot.c",
+        "vmm/console.c",
+        "vmm/cpu.c",
+        "vmm/debug_exit.c",
+        "vmm/device.c",
+        "vmm/error.c",
+        "vmm/guest_mem.c",
+        "vmm/i8042.c",
+        "vmm/io.c",
+        "vmm/kvm_probe.c",
+        "vmm/loader.c",
+        "vmm/mptable.c",
+        "vmm/serial.c",
+        "vmm/uart.c",
+        "vmm/vm.c"
+      ],
+      "include_dirs": ["vmm"],
+      "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags": ["-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread"],
+      "cflags_c": ["-std=gnu11"],
+      "cflags_cc": ["-std=c++17"],
+      "ldflags": ["-pthread"]
+    }
+  ]
+}

@@ -1,0 +1,31 @@
+// The JavaScript face of one VM: a Napi::ObjectWrap over struct vm, with console output and the exit delivered
+// to JavaScript through one thread-safe function.
+#pragma once
+
+#include <napi.h>
+
+#include <string>
+
+extern "C" {
+#include "vm.h"
+}
+
+class VmWrap : public Napi::ObjectWrap<VmWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env);
+  static Napi::Value Create(const Napi::CallbackInfo& info);  // createVm(config, onConsole, onExit) -> Promise
+  explicit VmWrap(const Napi::CallbackInfo& info);
+  ~VmWrap() override;
+
+  struct Host;
+
+ private:
+  Napi::Value Start(const Napi::CallbackInfo& info);
+  Napi::Value Pause(const Napi::CallbackInfo& info);
+  Napi::Value Resume(const Napi::CallbackInfo& info);
+  Napi::Value Kill(const Napi::CallbackInfo& info);
+  Napi::Value WriteConsole(const Napi::CallbackInfo& info);
+  Napi::Value State(const Napi::CallbackInfo& info);
+
+  Host* host_ = nullptr;
+};

@@ -1,0 +1,137 @@
+#include "console.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int byte_ring_init(struct byte_ring *r, size_t cap)
+{
+	r->buf = malloc(cap);
+	r->cap = cap;
+	r->head = r->len = 0;
+	return r->buf ? 0 : -ENOMEM;
+}
+
+void byte_ring_free(struct byte_ring *r)
+{
+	free(r->buf);
+	r->buf = NULL;
+}
+
+size_t byte_ring_put(struct byte_ring *r, const uint8_t *data, size_t len)
+{
+	size_t n = r->cap - r->len < len ? r->cap - r->len : len, tail = (r->head + r->len) % r->cap;
+	size_t first = r->cap - tail < n ? r->cap - tail : n;
+
+	memcpy(r->buf + tail, data, first);
+	memcpy(r->buf, data + first, n - first);
+	r->len += n;
+	return n;
+}
+
+size_t byte_ring_get(struct byte_ring *r, uint8_t *out, size_t len)
+{
+	size_t n = r->len < len ? r->len : len, first = r->cap - r->head < n ? r->cap - r->head : n;
+
+	memcpy(out, r->buf + r->head, first);
+	memcpy(out + first, r->buf, n - first);
+	r->head = (r->head + n) % r->cap;
+	r->len -= n;
+	return n;
+}
+
+int console_init(struct console *con, void (*on_output)(void *), void *opaque)
+{
+	memset(con, 0, sizeof(*con));
+	if (byte_ring_init(&con->out, CONSOLE_OUT_LIMIT + CONSOLE_OUT_RESERVE) < 0)
+		return -ENOMEM;
+	if (byte_ring_init(&con->in, CONSOLE_IN_LIMIT) < 0) {
+		byte_ring_free(&con->out);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&con->lock, NULL);
+	pthread_cond_init(&con->space, NULL);
+	con->on_output = on_output;
+	con->opaque = opaque;
+	return 0;
+}
+
+void console_exit(struct console *con)
+{
+	byte_ring_free(&con->out);
+	byte_ring_free(&con->in);
+	pthread_cond_destroy(&con->space);
+	pthread_mutex_destroy(&con->lock);
+}
+
+void console_out_put(struct console *con, uint8_t byte)
+{
+	int notify = 0;
+
+	pthread_mutex_lock(&con->lock);
+	for (unsigned gen = con->release_gen; con->out.len >= CONSOLE_OUT_LIMIT && gen == con->release_gen;)
+		pthread_cond_wait(&con->space, &con->lock);
+	if (byte_ring_put(&con->out, &byte, 1))
+		con->out_total++;
+	else
+		con->out_dropped++;	/* only when more than the reserve was written across pauses */
+	if (!con->out_notified) {
+		con->out_notified = 1;
+		notify = 1;
+	}
+	pthread_mutex_unlock(&con->lock);
+	if (notify && con->on_output)
+		con->on_output(con->opaque);
+}
+
+size_t console_out_read(struct console *con, uint8_t *buf, size_t len)
+{
+	size_t n;
+
+	pthread_mutex_lock(&con->lock);
+	n = byte_ring_get(&con->out, buf, len);
+	if (con->out.len == 0)
+		con->out_notified = 0;
+	if (n)
+		pthread_cond_broadcast(&con->space);
+	pthread_mutex_unlock(&con->lock);
+	return n;
+}
+
+size_t console_out_pending(struct console *con)
+{
+	size_t n;
+
+	pthread_mutex_lock(&con->lock);
+	n = con->out.len;
+	pthread_mutex_unlock(&con->lock);
+	return n;
+}
+
+void console_release(struct console *con)
+{
+	pthread_mutex_lock(&con->lock);
+	con->release_gen++;
+	pthread_cond_broadcast(&con->space);
+	pthread_mutex_unlock(&con->lock);
+}
+
+size_t console_in_write(struct console *con, const uint8_t *data, size_t len)
+{
+	size_t n;
+
+	pthread_mutex_lock(&con->lock);
+	n = byte_ring_put(&con->in, data, len);
+	pthread_mutex_unlock(&con->lock);
+	return n;
+}
+
+size_t console_in_take(struct console *con, uint8_t *out, size_t len)
+{
+	size_t n;
+
+	pthread_mutex_lock(&con->lock);
+	n = byte_ring_get(&con->in, out, len);
+	pthread_mutex_unlock(&con->lock);
+	return n;
+}

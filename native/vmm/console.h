@@ -1,0 +1,51 @@
+/*
+ * The host side of the serial console: a bounded output ring drained by the reader (JavaScript), and a bounded
+ * input queue the UART pulls from. Policy for a slow reader: the writer (a vCPU) waits, nothing is dropped.
+ */
+#ifndef SMOL_CONSOLE_H
+#define SMOL_CONSOLE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONSOLE_OUT_LIMIT (1u << 20)	/* a writer waits when this much output is unread */
+#define CONSOLE_OUT_RESERVE 4096u	/* room for bytes written while the VM pauses or stops */
+#define CONSOLE_IN_LIMIT (1u << 20)
+
+struct byte_ring {
+	uint8_t *buf;
+	size_t cap, head, len;
+};
+
+struct console {
+	pthread_mutex_t lock;
+	pthread_cond_t space;
+	struct byte_ring out, in;
+	int out_notified;		/* the reader has been told there is output and has not drained it yet */
+	unsigned release_gen;		/* bumped to wake writers when the VM pauses or stops */
+	uint64_t out_total, out_dropped;
+	void (*on_output)(void *opaque);
+	void *opaque;
+};
+
+int byte_ring_init(struct byte_ring *r, size_t cap);
+void byte_ring_free(struct byte_ring *r);
+size_t byte_ring_put(struct byte_ring *r, const uint8_t *data, size_t len);
+size_t byte_ring_get(struct byte_ring *r, uint8_t *out, size_t len);
+
+int console_init(struct console *con, void (*on_output)(void *), void *opaque);
+void console_exit(struct console *con);
+
+/* Output from the guest. May wait for the reader; returns early (keeping the byte) after console_release(). */
+void console_out_put(struct console *con, uint8_t byte);
+size_t console_out_read(struct console *con, uint8_t *buf, size_t len);
+size_t console_out_pending(struct console *con);
+
+/* Wakes every writer waiting for room (the VM is pausing or stopping). */
+void console_release(struct console *con);
+
+size_t console_in_write(struct console *con, const uint8_t *data, size_t len);
+size_t console_in_take(struct console *con, uint8_t *out, size_t len);
+
+#endif

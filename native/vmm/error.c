@@ -1,0 +1,16 @@
+#include "error.h"
+
+#include <stdio.h>
+
+int vm_error_set(struct vm_error *err, int code, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+		err->code = code;
+	}
+	return -code;
+}

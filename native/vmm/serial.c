@@ -1,0 +1,78 @@
+/* COM1: the 16550A model on ports 0x3f8-0x3ff, IRQ 4, wired to the VM's console. */
+#include "device.h"
+#include "error.h"
+#include "internal.h"
+#include "uart.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#define COM1_PORT 0x3f8
+#define COM1_IRQ 4
+
+static void com1_tx(void *opaque, uint8_t byte)
+{
+	struct vm *vm = opaque;
+
+	console_out_put(&vm->console, byte);
+}
+
+static size_t com1_rx_pull(void *opaque, uint8_t *buf, size_t max)
+{
+	struct vm *vm = opaque;
+
+	return console_in_take(&vm->console, buf, max);
+}
+
+static void com1_set_irq(void *opaque, int level)
+{
+	vm_irq_line(opaque, COM1_IRQ, level);
+}
+
+static void com1_io(struct vm *vm, uint64_t offset, uint8_t *data, uint32_t len, int is_write, void *opaque)
+{
+	struct uart *u = opaque;
+
+	(void)vm;
+	(void)len;	/* wider accesses touch only the addressed register, like the real part */
+	if (is_write)
+		uart_write(u, (unsigned)offset, data[0]);
+	else
+		data[0] = uart_read(u, (unsigned)offset);
+}
+
+static void com1_input_ready(void *dev)
+{
+	uart_input_ready(dev);
+}
+
+static int com1_setup(struct vm *vm, void **state, struct vm_error *err)
+{
+	struct uart_hooks hooks = { .tx = com1_tx, .rx_pull = com1_rx_pull, .set_irq = com1_set_irq, .opaque = vm };
+	struct uart *u = calloc(1, sizeof(*u));
+	int ret;
+
+	if (!u)
+		return vm_error_set(err, ENOMEM, "out of memory for the serial port");
+	uart_init(u, &hooks);
+	ret = io_bus_register(&vm->pio, COM1_PORT, 8, com1_io, u);
+	if (ret < 0) {
+		uart_exit(u);
+		free(u);
+		return vm_error_set(err, -ret, "cannot register COM1 at 0x%x", COM1_PORT);
+	}
+	vm->console_dev = u;
+	vm->console_input_ready = com1_input_ready;
+	*state = u;
+	return 0;
+}
+
+static void com1_teardown(struct vm *vm, void *state)
+{
+	(void)vm;
+	uart_exit(state);
+	free(state);
+}
+
+static struct device_type com1_device = { .name = "com1", .setup = com1_setup, .teardown = com1_teardown };
+DEVICE_REGISTER(com1_device)

@@ -1,0 +1,197 @@
+#include "uart.h"
+
+#include <string.h>
+
+static unsigned rx_capacity(const struct uart *u)
+{
+	return (u->fcr & UART_FCR_ENABLE) ? UART_FIFO_SIZE : 1;
+}
+
+static unsigned rx_trigger(const struct uart *u)
+{
+	static const unsigned levels[4] = { 1, 4, 8, 14 };
+
+	return (u->fcr & UART_FCR_ENABLE) ? levels[u->fcr >> 6] : 1;
+}
+
+static int rx_push(struct uart *u, uint8_t byte)
+{
+	if (u->rx_len >= rx_capacity(u)) {
+		u->lsr_errors |= UART_LSR_OE;
+		return 0;
+	}
+	u->rx[(u->rx_head + u->rx_len++) % UART_FIFO_SIZE] = byte;
+	return 1;
+}
+
+static void rx_refill(struct uart *u)
+{
+	uint8_t buf[UART_FIFO_SIZE];
+	size_t n;
+
+	if ((u->mcr & UART_MCR_LOOP) || !u->hooks.rx_pull || u->rx_len >= rx_capacity(u))
+		return;
+	n = u->hooks.rx_pull(u->hooks.opaque, buf, rx_capacity(u) - u->rx_len);
+	for (size_t i = 0; i < n; i++)
+		rx_push(u, buf[i]);
+}
+
+static uint8_t iir_value(const struct uart *u)
+{
+	if ((u->ier & UART_IER_RLSI) && (u->lsr_errors & UART_LSR_OE))
+		return UART_IIR_RLSI;
+	if ((u->ier & UART_IER_RDI) && u->rx_len)
+		return u->rx_len >= rx_trigger(u) ? UART_IIR_RDI : UART_IIR_TIMEOUT;
+	if ((u->ier & UART_IER_THRI) && u->thri_pending)
+		return UART_IIR_THRI;
+	return UART_IIR_NO_INT;
+}
+
+static void irq_update(struct uart *u)
+{
+	int level = iir_value(u) != UART_IIR_NO_INT;
+
+	if (level != u->irq_level) {
+		u->irq_level = level;
+		if (u->hooks.set_irq)
+			u->hooks.set_irq(u->hooks.opaque, level);
+	}
+}
+
+static uint8_t msr_value(const struct uart *u)
+{
+	if (u->mcr & UART_MCR_LOOP) {
+		/* DTR->DSR, RTS->CTS, OUT1->RI, OUT2->DCD */
+		return (uint8_t)(((u->mcr & 0x01) << 5) | ((u->mcr & 0x02) << 3) | ((u->mcr & 0x04) << 4) |
+				 ((u->mcr & 0x08) << 4));
+	}
+	return 0xb0;	/* carrier detect, data set ready, clear to send */
+}
+
+void uart_init(struct uart *u, const struct uart_hooks *hooks)
+{
+	memset(u, 0, sizeof(*u));
+	pthread_mutex_init(&u->lock, NULL);
+	u->hooks = *hooks;
+	u->mcr = 0x08;		/* OUT2 */
+	u->dll = 12;		/* 9600 baud */
+}
+
+void uart_exit(struct uart *u)
+{
+	pthread_mutex_destroy(&u->lock);
+}
+
+uint8_t uart_read(struct uart *u, unsigned offset)
+{
+	uint8_t v = 0xff;
+
+	pthread_mutex_lock(&u->lock);
+	switch (offset) {
+	case UART_RBR:
+		if (u->lcr & UART_LCR_DLAB) {
+			v = u->dll;
+			break;
+		}
+		v = 0;
+		if (u->rx_len) {
+			v = u->rx[u->rx_head];
+			u->rx_head = (u->rx_head + 1) % UART_FIFO_SIZE;
+			u->rx_len--;
+		}
+		rx_refill(u);
+		break;
+	case UART_IER:
+		v = (u->lcr & UART_LCR_DLAB) ? u->dlm : u->ier;
+		break;
+	case UART_IIR:
+		v = iir_value(u);
+		if (v == UART_IIR_THRI)
+			u->thri_pending = 0;	/* reading IIR acknowledges a THRE interrupt */
+		if (u->fcr & UART_FCR_ENABLE)
+			v |= UART_IIR_FIFO_ENABLED;
+		break;
+	case UART_LCR:
+		v = u->lcr;
+		break;
+	case UART_MCR:
+		v = u->mcr;
+		break;
+	case UART_LSR:
+		/* Transmission is instantaneous, so the holding register and the shifter are always empty. */
+		v = UART_LSR_THRE | UART_LSR_TEMT | u->lsr_errors | (u->rx_len ? UART_LSR_DR : 0);
+		u->lsr_errors = 0;
+		break;
+	case UART_MSR:
+		v = msr_value(u);
+		break;
+	case UART_SCR:
+		v = u->scr;
+		break;
+	}
+	irq_update(u);
+	pthread_mutex_unlock(&u->lock);
+	return v;
+}
+
+void uart_write(struct uart *u, unsigned offset, uint8_t value)
+{
+	int transmit = 0;
+
+	pthread_mutex_lock(&u->lock);
+	switch (offset) {
+	case UART_THR:
+		if (u->lcr & UART_LCR_DLAB) {
+			u->dll = value;
+			break;
+		}
+		if (u->mcr & UART_MCR_LOOP)
+			rx_push(u, value);
+		else
+			transmit = 1;
+		u->thri_pending = 1;
+		break;
+	case UART_IER:
+		if (u->lcr & UART_LCR_DLAB) {
+			u->dlm = value;
+			break;
+		}
+		/* Enabling the THRE interrupt while the holding register is empty raises it at once, as on a 16550. */
+		if ((value & UART_IER_THRI) && !(u->ier & UART_IER_THRI))
+			u->thri_pending = 1;
+		u->ier = value & 0x0f;
+		break;
+	case UART_FCR:
+		if ((value ^ u->fcr) & UART_FCR_ENABLE)
+			value |= UART_FCR_CLEAR_RX;	/* toggling the FIFOs clears them */
+		if (value & UART_FCR_CLEAR_RX)
+			u->rx_head = u->rx_len = 0;
+		u->fcr = value & 0xc1;
+		rx_refill(u);
+		break;
+	case UART_LCR:
+		u->lcr = value;
+		break;
+	case UART_MCR:
+		u->mcr = value & 0x1f;
+		rx_refill(u);
+		break;
+	case UART_SCR:
+		u->scr = value;
+		break;
+	default:
+		break;	/* LSR and MSR are read-only */
+	}
+	irq_update(u);
+	pthread_mutex_unlock(&u->lock);
+	if (transmit && u->hooks.tx)
+		u->hooks.tx(u->hooks.opaque, value);
+}
+
+void uart_input_ready(struct uart *u)
+{
+	pthread_mutex_lock(&u->lock);
+	rx_refill(u);
+	irq_update(u);
+	pthread_mutex_unlock(&u->lock);
+}

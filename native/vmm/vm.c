@@ -1,0 +1,385 @@
+/* The VM: KVM setup, memory, devices, boot, and the lifecycle (start, pause, resume, kill). */
+#define _GNU_SOURCE
+#include "boot.h"
+#include "device.h"
+#include "error.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#define KVM_TSS_ADDR 0xfffbd000ULL
+#define KVM_IDENTITY_MAP_ADDR 0xfffbc000ULL
+
+static const struct { int cap; const char *name; } required_caps[] = {
+	{ KVM_CAP_IRQCHIP, "IRQCHIP" },		{ KVM_CAP_USER_MEMORY, "USER_MEMORY" },
+	{ KVM_CAP_SET_TSS_ADDR, "SET_TSS_ADDR" }, { KVM_CAP_PIT2, "PIT2" },
+	{ KVM_CAP_EXT_CPUID, "EXT_CPUID" },	{ KVM_CAP_IMMEDIATE_EXIT, "IMMEDIATE_EXIT" },
+};
+
+const char *vm_state_name(enum vm_state state)
+{
+	static const char *names[] = { "created", "running", "paused", "exited" };
+
+	return state <= VM_EXITED ? names[state] : "unknown";
+}
+
+const char *vm_exit_reason_name(enum vm_exit_reason reason)
+{
+	static const char *names[] = { "none", "reset", "poweroff", "shutdown", "killed", "error" };
+
+	return reason <= VM_EXIT_ERROR ? names[reason] : "unknown";
+}
+
+static int kvm_open(struct vm *vm, struct vm_error *err)
+{
+	int version;
+
+	vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (vm->kvm_fd < 0)
+		return vm_error_set(err, errno, "cannot open /dev/kvm: %s", strerror(errno));
+	version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
+	if (version != KVM_API_VERSION)
+		return vm_error_set(err, ENOTSUP, "/dev/kvm speaks KVM API %d; the VMM needs %d", version,
+				    KVM_API_VERSION);
+	for (size_t i = 0; i < sizeof(required_caps) / sizeof(required_caps[0]); i++) {
+		if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, required_caps[i].cap) <= 0)
+			return vm_error_set(err, ENOTSUP, "KVM lacks the capability KVM_CAP_%s", required_caps[i].name);
+	}
+	vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+	if (vm->vm_fd < 0)
+		return vm_error_set(err, errno, "KVM_CREATE_VM: %s", strerror(errno));
+	return 0;
+}
+
+static int kvm_platform_setup(struct vm *vm, struct vm_error *err)
+{
+	uint64_t identity = KVM_IDENTITY_MAP_ADDR;
+	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
+
+	if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, KVM_TSS_ADDR) < 0)
+		return vm_error_set(err, errno, "KVM_SET_TSS_ADDR: %s", strerror(errno));
+	if (ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0)
+		return vm_error_set(err, errno, "KVM_SET_IDENTITY_MAP_ADDR: %s", strerror(errno));
+	if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0)
+		return vm_error_set(err, errno, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
+	if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
+		return vm_error_set(err, errno, "KVM_CREATE_PIT2: %s", strerror(errno));
+	return 0;
+}
+
+static int memory_setup(struct vm *vm, uint64_t size, struct vm_error *err)
+{
+	struct kvm_userspace_memory_region low = {
+		.slot = 0, .guest_phys_addr = 0, .memory_size = 0, .userspace_addr = 0,
+	};
+	int ret = guest_mem_init(&vm->mem, size, err);
+
+	if (ret < 0)
+		return ret;
+	low.memory_size = vm->mem.low_size;
+	low.userspace_addr = (uint64_t)(uintptr_t)vm->mem.host;
+	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &low) < 0)
+		return vm_error_set(err, errno, "KVM_SET_USER_MEMORY_REGION (low): %s", strerror(errno));
+	if (vm->mem.high_size) {
+		struct kvm_userspace_memory_region high = {
+			.slot = 1,
+			.guest_phys_addr = GUEST_HIGH_START,
+			.memory_size = vm->mem.high_size,
+			.userspace_addr = (uint64_t)(uintptr_t)(vm->mem.host + vm->mem.low_size),
+		};
+
+		if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &high) < 0)
+			return vm_error_set(err, errno, "KVM_SET_USER_MEMORY_REGION (high): %s", strerror(errno));
+	}
+	return 0;
+}
+
+static int devices_setup(struct vm *vm, struct vm_error *err)
+{
+	for (struct device_type *t = device_types(); t; t = t->next) {
+		struct device_instance *d;
+		int ret;
+
+		if (vm->nr_devices == (int)(sizeof(vm->devices) / sizeof(vm->devices[0])))
+			return vm_error_set(err, ENOSPC, "too many devices");
+		d = &vm->devices[vm->nr_devices];
+		d->type = t;
+		ret = t->setup(vm, &d->state, err);
+		if (ret < 0)
+			return ret;
+		vm->nr_devices++;
+	}
+	return 0;
+}
+
+static int config_check(const struct vm_config *cfg, struct vm_error *err)
+{
+	if (cfg->nr_cpus < 1 || cfg->nr_cpus > VM_MAX_CPUS)
+		return vm_error_set(err, EINVAL, "cpus must be between 1 and %d (got %d)", VM_MAX_CPUS, cfg->nr_cpus);
+	if (cfg->mem_size < ((uint64_t)VM_MIN_MEM_MIB << 20) || cfg->mem_size > ((uint64_t)VM_MAX_MEM_MIB << 20) ||
+	    (cfg->mem_size & ((1 << 20) - 1)))
+		return vm_error_set(err, EINVAL, "memory must be a whole number of MiB between %d and %d (got %llu bytes)",
+				    VM_MIN_MEM_MIB, VM_MAX_MEM_MIB, (unsigned long long)cfg->mem_size);
+	if (!cfg->kernel || !*cfg->kernel)
+		return vm_error_set(err, EINVAL, "no kernel given");
+	return 0;
+}
+
+static int boot_load(struct vm *vm, const struct vm_config *cfg, struct vm_error *err)
+{
+	struct boot_info info = { .cmdline = cfg->cmdline, .nr_cpus = cfg->nr_cpus };
+	int ret = loader_load_kernel(&vm->mem, cfg->kernel, &vm->kernel, err);
+
+	if (ret < 0)
+		return ret;
+	if (cfg->initrd && *cfg->initrd) {
+		ret = loader_load_initrd(&vm->mem, cfg->initrd, vm->kernel.end, (uint64_t)vm->kernel.initrd_addr_max + 1,
+					 &info.initrd_addr, &info.initrd_size, err);
+		if (ret < 0)
+			return ret;
+	}
+	ret = boot_setup(&vm->mem, &vm->kernel, &info, err);
+	if (ret < 0)
+		return ret;
+	return vcpu_setup_boot(&vm->cpus[0], vm->kernel.entry, err);
+}
+
+int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct vm **out, struct vm_error *err)
+{
+	struct vm *vm;
+	int ret = config_check(cfg, err);
+
+	if (ret < 0)
+		return ret;
+	vm = calloc(1, sizeof(*vm));
+	if (!vm)
+		return vm_error_set(err, ENOMEM, "out of memory");
+	vm->kvm_fd = vm->vm_fd = -1;
+	vm->mem.fd = -1;
+	vm->nr_cpus = cfg->nr_cpus;
+	if (cb)
+		vm->cb = *cb;
+	pthread_mutex_init(&vm->lock, NULL);
+	pthread_cond_init(&vm->cond, NULL);
+	vm->cpus = calloc((size_t)cfg->nr_cpus, sizeof(*vm->cpus));
+	if (!vm->cpus || console_init(&vm->console, vm->cb.on_output, vm->cb.opaque) < 0) {
+		free(vm->cpus);
+		free(vm);
+		return vm_error_set(err, ENOMEM, "out of memory");
+	}
+	for (int i = 0; i < cfg->nr_cpus; i++)
+		vm->cpus[i].fd = -1;
+
+	ret = kvm_open(vm, err);
+	if (!ret)
+		ret = kvm_platform_setup(vm, err);
+	if (!ret)
+		ret = memory_setup(vm, cfg->mem_size, err);
+	for (int i = 0; !ret && i < cfg->nr_cpus; i++)
+		ret = vcpu_create(vm, i, err);
+	if (!ret)
+		ret = devices_setup(vm, err);
+	if (!ret)
+		ret = boot_load(vm, cfg, err);
+	if (ret < 0) {
+		vm_destroy(vm);
+		return ret;
+	}
+	vm->state = VM_CREATED;
+	*out = vm;
+	return 0;
+}
+
+int vm_start(struct vm *vm, struct vm_error *err)
+{
+	int ret = 0;
+
+	vcpu_signal_init();
+	pthread_mutex_lock(&vm->lock);
+	if (vm->state != VM_CREATED) {
+		ret = vm_error_set(err, EINVAL, "cannot start: the VM is %s", vm_state_name(vm->state));
+		goto out;
+	}
+	vm->state = VM_RUNNING;
+	for (int i = 0; i < vm->nr_cpus; i++) {
+		struct vcpu *cpu = &vm->cpus[i];
+		int e = pthread_create(&cpu->thread, NULL, vcpu_thread, cpu);
+
+		if (e) {
+			vm->stop_req = 1;
+			ret = vm_error_set(err, e, "cannot start vCPU thread %d: %s", i, strerror(e));
+			break;
+		}
+		cpu->thread_started = cpu->running = 1;
+		vm->alive++;
+	}
+out:
+	pthread_mutex_unlock(&vm->lock);
+	return ret;
+}
+
+/* Called with vm->lock held. */
+static void vm_kick_all(struct vm *vm)
+{
+	for (int i = 0; i < vm->nr_cpus; i++)
+		if (vm->cpus[i].running)
+			vcpu_kick(&vm->cpus[i]);
+}
+
+int vm_pause(struct vm *vm, struct vm_error *err)
+{
+	pthread_mutex_lock(&vm->lock);
+	if (vm->state != VM_RUNNING) {
+		enum vm_state s = vm->state;
+
+		pthread_mutex_unlock(&vm->lock);
+		return vm_error_set(err, EINVAL, "cannot pause: the VM is %s", vm_state_name(s));
+	}
+	vm->pause_req = 1;
+	vm_kick_all(vm);
+	pthread_mutex_unlock(&vm->lock);
+	console_release(&vm->console);	/* a vCPU waiting for console room must get back to its run loop */
+
+	pthread_mutex_lock(&vm->lock);
+	while (vm->parked < vm->alive && !vm->stop_req)
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	if (vm->state == VM_RUNNING)
+		vm->state = VM_PAUSED;
+	pthread_mutex_unlock(&vm->lock);
+	return 0;
+}
+
+int vm_resume(struct vm *vm, struct vm_error *err)
+{
+	pthread_mutex_lock(&vm->lock);
+	if (vm->state != VM_PAUSED) {
+		enum vm_state s = vm->state;
+
+		pthread_mutex_unlock(&vm->lock);
+		return vm_error_set(err, EINVAL, "cannot resume: the VM is %s", vm_state_name(s));
+	}
+	vm->pause_req = 0;
+	vm->state = VM_RUNNING;
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+	return 0;
+}
+
+static void vm_request_stop(struct vm *vm, enum vm_exit_reason reason, int code, const char *fmt, va_list ap)
+{
+	pthread_mutex_lock(&vm->lock);
+	if (vm->exit.reason == VM_EXIT_NONE) {
+		vm->exit.reason = reason;
+		vm->exit.code = code;
+		vsnprintf(vm->exit.message, sizeof(vm->exit.message), fmt, ap);
+	}
+	vm->stop_req = 1;
+	pthread_cond_broadcast(&vm->cond);
+	vm_kick_all(vm);
+	pthread_mutex_unlock(&vm->lock);
+	console_release(&vm->console);
+}
+
+void vm_end(struct vm *vm, enum vm_exit_reason reason, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vm_request_stop(vm, reason, code, fmt, ap);
+	va_end(ap);
+}
+
+void vm_kill(struct vm *vm)
+{
+	int notify = 0;
+
+	vm_end(vm, VM_EXIT_KILLED, 0, "killed by the host");
+	pthread_mutex_lock(&vm->lock);
+	if (vm->joined) {
+		pthread_mutex_unlock(&vm->lock);
+		return;
+	}
+	vm->joined = 1;
+	pthread_mutex_unlock(&vm->lock);
+	for (int i = 0; i < vm->nr_cpus; i++)
+		if (vm->cpus[i].thread_started)
+			pthread_join(vm->cpus[i].thread, NULL);
+	pthread_mutex_lock(&vm->lock);
+	vm->state = VM_EXITED;
+	if (!vm->exit_notified) {
+		vm->exit_notified = 1;	/* no vCPU thread ever ran, so none announced the end */
+		notify = 1;
+	}
+	pthread_mutex_unlock(&vm->lock);
+	if (notify && vm->cb.on_exit)
+		vm->cb.on_exit(vm->cb.opaque);
+}
+
+void vm_destroy(struct vm *vm)
+{
+	if (!vm)
+		return;
+	vm->cb.on_exit = NULL;
+	vm->console.on_output = NULL;
+	vm_kill(vm);
+	for (int i = vm->nr_devices - 1; i >= 0; i--)
+		if (vm->devices[i].type->teardown)
+			vm->devices[i].type->teardown(vm, vm->devices[i].state);
+	for (int i = 0; i < vm->nr_cpus; i++)
+		vcpu_destroy(&vm->cpus[i]);
+	guest_mem_exit(&vm->mem);
+	if (vm->vm_fd >= 0)
+		close(vm->vm_fd);
+	if (vm->kvm_fd >= 0)
+		close(vm->kvm_fd);
+	console_exit(&vm->console);
+	pthread_cond_destroy(&vm->cond);
+	pthread_mutex_destroy(&vm->lock);
+	free(vm->cpus);
+	free(vm);
+}
+
+int vm_irq_line(struct vm *vm, unsigned irq, int level)
+{
+	struct kvm_irq_level line = { .irq = irq, .level = (uint32_t)level };
+
+	return ioctl(vm->vm_fd, KVM_IRQ_LINE, &line) < 0 ? -errno : 0;
+}
+
+size_t vm_console_read(struct vm *vm, void *buf, size_t len)
+{
+	return console_out_read(&vm->console, buf, len);
+}
+
+size_t vm_console_write(struct vm *vm, const void *buf, size_t len)
+{
+	size_t n = console_in_write(&vm->console, buf, len);
+
+	if (n && vm->console_input_ready)
+		vm->console_input_ready(vm->console_dev);
+	return n;
+}
+
+enum vm_state vm_get_state(struct vm *vm)
+{
+	enum vm_state s;
+
+	pthread_mutex_lock(&vm->lock);
+	s = vm->state;
+	pthread_mutex_unlock(&vm->lock);
+	return s;
+}
+
+void vm_get_exit(struct vm *vm, struct vm_exit *out)
+{
+	pthread_mutex_lock(&vm->lock);
+	*out = vm->exit;
+	pthread_mutex_unlock(&vm->lock);
+}
