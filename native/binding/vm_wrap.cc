@@ -186,6 +186,8 @@ Napi::Value VmWrap::Create(const Napi::CallbackInfo& info) {
   host->config.kernel = host->kernel.c_str();
   host->config.initrd = host->initrd.empty() ? nullptr : host->initrd.c_str();
   host->config.cmdline = host->cmdline.c_str();
+  Napi::Value console_buffer = config.Get("consoleBufferBytes");
+  if (!console_buffer.IsUndefined()) host->config.console_limit = static_cast<uint64_t>(IntProp(config, "consoleBufferBytes"));
   host->on_console = Napi::Persistent(info[1].As<Napi::Function>());
   host->on_exit = Napi::Persistent(info[2].As<Napi::Function>());
   host->tsfn = Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "smol:vm-events", 0, 1);
@@ -217,7 +219,7 @@ VmWrap::~VmWrap() {
 }
 
 static struct vm* LiveVm(const Napi::CallbackInfo& info, VmWrap::Host* host, const char* what) {
-  if (!host->vm || host->exited)
+  if (!host->vm || host->exited || vm_get_state(host->vm) == VM_EXITED)
     throw Napi::Error::New(info.Env(), std::string("cannot ") + what + ": the VM has exited");
   return host->vm;
 }

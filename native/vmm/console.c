@@ -40,10 +40,11 @@ size_t byte_ring_get(struct byte_ring *r, uint8_t *out, size_t len)
 	return n;
 }
 
-int console_init(struct console *con, void (*on_output)(void *), void *opaque)
+int console_init(struct console *con, size_t out_limit, void (*on_output)(void *), void *opaque)
 {
 	memset(con, 0, sizeof(*con));
-	if (byte_ring_init(&con->out, CONSOLE_OUT_LIMIT + CONSOLE_OUT_RESERVE) < 0)
+	con->out_limit = out_limit ? out_limit : CONSOLE_OUT_LIMIT;
+	if (byte_ring_init(&con->out, con->out_limit + CONSOLE_OUT_RESERVE) < 0)
 		return -ENOMEM;
 	if (byte_ring_init(&con->in, CONSOLE_IN_LIMIT) < 0) {
 		byte_ring_free(&con->out);
@@ -69,7 +70,7 @@ void console_out_put(struct console *con, uint8_t byte)
 	int notify = 0;
 
 	pthread_mutex_lock(&con->lock);
-	for (unsigned gen = con->release_gen; con->out.len >= CONSOLE_OUT_LIMIT && gen == con->release_gen;)
+	for (unsigned gen = con->release_gen; con->out.len >= con->out_limit && gen == con->release_gen && !con->closed;)
 		pthread_cond_wait(&con->space, &con->lock);
 	if (byte_ring_put(&con->out, &byte, 1))
 		con->out_total++;
@@ -112,6 +113,14 @@ void console_release(struct console *con)
 {
 	pthread_mutex_lock(&con->lock);
 	con->release_gen++;
+	pthread_cond_broadcast(&con->space);
+	pthread_mutex_unlock(&con->lock);
+}
+
+void console_close(struct console *con)
+{
+	pthread_mutex_lock(&con->lock);
+	con->closed = 1;
 	pthread_cond_broadcast(&con->space);
 	pthread_mutex_unlock(&con->lock);
 }

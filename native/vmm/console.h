@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CONSOLE_OUT_LIMIT (1u << 20)	/* a writer waits when this much output is unread */
+#define CONSOLE_OUT_LIMIT (1u << 20)	/* default: a writer waits when this much output is unread */
 #define CONSOLE_OUT_RESERVE 4096u	/* room for bytes written while the VM pauses or stops */
 #define CONSOLE_IN_LIMIT (1u << 20)
 
@@ -22,8 +22,10 @@ struct console {
 	pthread_mutex_t lock;
 	pthread_cond_t space;
 	struct byte_ring out, in;
+	size_t out_limit;
 	int out_notified;		/* the reader has been told there is output and has not drained it yet */
-	unsigned release_gen;		/* bumped to wake writers when the VM pauses or stops */
+	unsigned release_gen;		/* bumped to wake writers when the VM pauses */
+	int closed;			/* the VM is stopping: writers never wait again */
 	uint64_t out_total, out_dropped;
 	void (*on_output)(void *opaque);
 	void *opaque;
@@ -34,7 +36,8 @@ void byte_ring_free(struct byte_ring *r);
 size_t byte_ring_put(struct byte_ring *r, const uint8_t *data, size_t len);
 size_t byte_ring_get(struct byte_ring *r, uint8_t *out, size_t len);
 
-int console_init(struct console *con, void (*on_output)(void *), void *opaque);
+/* out_limit 0 means CONSOLE_OUT_LIMIT. */
+int console_init(struct console *con, size_t out_limit, void (*on_output)(void *), void *opaque);
 void console_exit(struct console *con);
 
 /* Output from the guest. May wait for the reader; returns early (keeping the byte) after console_release(). */
@@ -42,8 +45,10 @@ void console_out_put(struct console *con, uint8_t byte);
 size_t console_out_read(struct console *con, uint8_t *buf, size_t len);
 size_t console_out_pending(struct console *con);
 
-/* Wakes every writer waiting for room (the VM is pausing or stopping). */
+/* Wakes every writer waiting for room (the VM is pausing); later writers may wait again. */
 void console_release(struct console *con);
+/* The VM is stopping and nobody may read any more: wake every writer and never let one wait again. */
+void console_close(struct console *con);
 
 size_t console_in_write(struct console *con, const uint8_t *data, size_t len);
 size_t console_in_take(struct console *con, uint8_t *out, size_t len);

@@ -112,7 +112,7 @@ static int load_elf64(struct guest_mem *mem, int fd, const char *name, uint64_t 
 #define BZ_XLOADFLAGS 0x236
 #define BZ_PREF_ADDRESS 0x258
 #define BZ_INIT_SIZE 0x260
-#define BZ_HEAD_LEN 0x268
+#define BZ_HEAD_LEN 0x280	/* covers the longest setup header we copy (0x1f1 + 0x80) */
 
 static uint32_t le32(const uint8_t *p)
 {
@@ -200,6 +200,10 @@ int loader_load_initrd(struct guest_mem *mem, const char *path, uint64_t min_add
 		return vm_error_set(err, errno, "initrd %s: %s", path, strerror(errno));
 	if (file_size(fd, &fsize) < 0) {
 		ret = vm_error_set(err, EINVAL, "initrd %s: not a regular file", path);
+		goto out;
+	}
+	if (fsize == 0) {
+		ret = vm_error_set(err, EINVAL, "initrd %s is empty", path);
 		goto out;
 	}
 	if (fsize > top || ((top - fsize) & ~0xfffULL) < min_addr) {

@@ -134,6 +134,7 @@ int mptable_write(struct guest_mem *mem, uint64_t addr, int nr_cpus, struct vm_e
 	table->spec = 4;
 	memcpy(table->oem, "SMOL    ", 8);
 	memcpy(table->productid, "SMOLSTUDIO  ", 12);
+	table->oemcount = (uint16_t)(nr_cpus + 2 + MP_LEGACY_IRQS + 2);	/* entries that follow the header */
 	table->lapic = LAPIC_ADDR;
 	table->checksum = checksum(table, table->length);
 

@@ -127,6 +127,9 @@ static int config_check(const struct vm_config *cfg, struct vm_error *err)
 	    (cfg->mem_size & ((1 << 20) - 1)))
 		return vm_error_set(err, EINVAL, "memory must be a whole number of MiB between %d and %d (got %llu bytes)",
 				    VM_MIN_MEM_MIB, VM_MAX_MEM_MIB, (unsigned long long)cfg->mem_size);
+	if (cfg->console_limit && (cfg->console_limit < VM_MIN_CONSOLE_LIMIT || cfg->console_limit > VM_MAX_CONSOLE_LIMIT))
+		return vm_error_set(err, EINVAL, "console buffer must be between %d bytes and %u MiB (got %llu bytes)",
+				    VM_MIN_CONSOLE_LIMIT, VM_MAX_CONSOLE_LIMIT >> 20, (unsigned long long)cfg->console_limit);
 	if (!cfg->kernel || !*cfg->kernel)
 		return vm_error_set(err, EINVAL, "no kernel given");
 	return 0;
@@ -169,7 +172,7 @@ int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct
 	pthread_mutex_init(&vm->lock, NULL);
 	pthread_cond_init(&vm->cond, NULL);
 	vm->cpus = calloc((size_t)cfg->nr_cpus, sizeof(*vm->cpus));
-	if (!vm->cpus || console_init(&vm->console, vm->cb.on_output, vm->cb.opaque) < 0) {
+	if (!vm->cpus || console_init(&vm->console, cfg->console_limit, vm->cb.on_output, vm->cb.opaque) < 0) {
 		free(vm->cpus);
 		free(vm);
 		return vm_error_set(err, ENOMEM, "out of memory");
@@ -284,7 +287,7 @@ static void vm_request_stop(struct vm *vm, enum vm_exit_reason reason, int code,
 	pthread_cond_broadcast(&vm->cond);
 	vm_kick_all(vm);
 	pthread_mutex_unlock(&vm->lock);
-	console_release(&vm->console);
+	console_close(&vm->console);
 }
 
 void vm_end(struct vm *vm, enum vm_exit_reason reason, int code, const char *fmt, ...)

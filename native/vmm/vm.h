@@ -10,6 +10,8 @@
 #define VM_MAX_CPUS 64
 #define VM_MIN_MEM_MIB 2
 #define VM_MAX_MEM_MIB (256 * 1024)
+#define VM_MIN_CONSOLE_LIMIT 64
+#define VM_MAX_CONSOLE_LIMIT (64u << 20)
 
 struct vm;
 
@@ -36,6 +38,7 @@ struct vm_config {
 	const char *kernel;
 	const char *initrd;	/* NULL: none */
 	const char *cmdline;	/* NULL: empty */
+	uint64_t console_limit;	/* bytes of unread console output before the guest waits; 0: 1 MiB */
 };
 
 /* Both are called from VMM threads; they must not call back into the VM, only wake the owner. */

@@ -1,0 +1,309 @@
+/* The 16550A model, driven the way a guest driver drives it, against a fake host that records what it sees. */
+#include "test.h"
+#include "uart.h"
+
+#include <string.h>
+
+struct fake_host {
+	uint8_t tx[512];
+	size_t ntx;
+	uint8_t in[512];
+	size_t in_len, in_pos;
+	int irq_log[64];	/* every level the UART reported, in order */
+	int nirq;
+};
+
+static void fake_tx(void *opaque, uint8_t byte)
+{
+	struct fake_host *h = opaque;
+
+	if (h->ntx < sizeof(h->tx))
+		h->tx[h->ntx++] = byte;
+}
+
+static size_t fake_rx_pull(void *opaque, uint8_t *buf, size_t max)
+{
+	struct fake_host *h = opaque;
+	size_t n = h->in_len - h->in_pos < max ? h->in_len - h->in_pos : max;
+
+	memcpy(buf, h->in + h->in_pos, n);
+	h->in_pos += n;
+	return n;
+}
+
+static void fake_set_irq(void *opaque, int level)
+{
+	struct fake_host *h = opaque;
+
+	if (h->nirq < (int)(sizeof(h->irq_log) / sizeof(h->irq_log[0])))
+		h->irq_log[h->nirq++] = level;
+}
+
+static int irq_level(const struct fake_host *h)
+{
+	return h->nirq ? h->irq_log[h->nirq - 1] : 0;
+}
+
+static void uart_setup(struct uart *u, struct fake_host *h)
+{
+	struct uart_hooks hooks = { .tx = fake_tx, .rx_pull = fake_rx_pull, .set_irq = fake_set_irq, .opaque = h };
+
+	memset(h, 0, sizeof(*h));
+	uart_init(u, &hooks);
+}
+
+/* The host user types `len` bytes. */
+static void host_types(struct uart *u, struct fake_host *h, const void *data, size_t len)
+{
+	memcpy(h->in + h->in_len, data, len);
+	h->in_len += len;
+	uart_input_ready(u);
+}
+
+TEST(thr_write_transmits_the_byte)
+{
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_THR, 'h');
+	uart_write(&u, UART_THR, 'i');
+	CHECK_EQ_INT(h.ntx, 2);
+	CHECK(memcmp(h.tx, "hi", 2) == 0);
+	uart_exit(&u);
+}
+
+TEST(lsr_reports_empty_transmitter_and_data_ready_only_when_data_waits)
+{
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	CHECK_EQ_INT(uart_read(&u, UART_LSR), UART_LSR_THRE | UART_LSR_TEMT);
+	host_types(&u, &h, "x", 1);
+	CHECK_EQ_INT(uart_read(&u, UART_LSR), UART_LSR_THRE | UART_LSR_TEMT | UART_LSR_DR);
+	CHECK_EQ_INT(uart_read(&u, UART_RBR), 'x');
+	CHECK_EQ_INT(uart_read(&u, UART_LSR), UART_LSR_THRE | UART_LSR_TEMT);
+	uart_exit(&u);
+}
+
+TEST(dlab_turns_offsets_0_and_1_into_the_divisor_latch)
+{
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_IER, UART_IER_RDI);
+	uart_write(&u, UART_LCR, UART_LCR_DLAB | 0x03);
+	uart_write(&u, UART_THR, 0x01);		/* divisor 1: 115200 baud */
+	uart_write(&u, UART_IER, 0x00);
+	CHECK_EQ_INT(uart_read(&u, UART_RBR), 0x01);
+	CHECK_EQ_INT(uart_read(&u, UART_IER), 0x00);
+	CHECK_EQ_INT(h.ntx, 0);			/* the divisor write is not a character */
+	uart_write(&u, UART_LCR, 0x03);
+	CHECK_EQ_INT(uart_read(&u, UART_IER), UART_IER_RDI);	/* IER untouched by the latch write */
+	uart_write(&u, UART_THR, 'a');
+	CHECK_EQ_INT(h.ntx, 1);
+	uart_exit(&u);
+}
+
+static void read_100_bytes_in_order(unsigned fcr)
+{
+	struct fake_host h;
+	struct uart u;
+	uint8_t input[100];
+	int in_order = 1;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_FCR, (uint8_t)fcr);
+	for (int i = 0; i < 100; i++)
+		input[i] = (uint8_t)(i + 1);
+	host_types(&u, &h, input, sizeof(input));
+	for (int i = 0; i < 100; i++) {
+		if (!(uart_read(&u, UART_LSR) & UART_LSR_DR)) {
+			test_fail(__FILE__, __LINE__, "FCR 0x%02x: data ready is clear after %d of 100 bytes", fcr, i);
+			break;
+		}
+		if (uart_read(&u, UART_RBR) != input[i])
+			in_order = 0;
+	}
+	CHECK(in_order);
+	CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_DR, 0);
+	CHECK_EQ_INT(h.in_pos, 100);
+	uart_exit(&u);
+}
+
+TEST(host_input_reaches_rbr_in_order_as_the_guest_reads)
+{
+	read_100_bytes_in_order(UART_FCR_ENABLE);	/* 16-byte FIFO, refilled as it drains */
+	read_100_bytes_in_order(0);			/* 16450 mode: one byte at a time */
+}
+
+TEST(waiting_input_raises_the_rx_interrupt_until_read)
+{
+	struct fake_host h;
+	struct uart u;
+	uint8_t iir;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_FCR, UART_FCR_ENABLE);
+	uart_write(&u, UART_IER, UART_IER_RDI);
+	CHECK_EQ_INT(irq_level(&h), 0);
+	host_types(&u, &h, "abc", 3);
+	CHECK_EQ_INT(irq_level(&h), 1);
+	iir = uart_read(&u, UART_IIR);
+	CHECK_EQ_INT(iir & 0xc0, UART_IIR_FIFO_ENABLED);
+	CHECK((iir & 0x0f) == UART_IIR_RDI || (iir & 0x0f) == UART_IIR_TIMEOUT);
+	for (int i = 0; i < 3; i++)
+		uart_read(&u, UART_RBR);
+	CHECK_EQ_INT(irq_level(&h), 0);
+	CHECK_EQ_INT(uart_read(&u, UART_IIR), UART_IIR_FIFO_ENABLED | UART_IIR_NO_INT);
+	uart_exit(&u);
+}
+
+TEST(rx_interrupt_without_fifo_reports_plain_rdi)
+{
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_IER, UART_IER_RDI);
+	host_types(&u, &h, "a", 1);
+	CHECK_EQ_INT(irq_level(&h), 1);
+	CHECK_EQ_INT(uart_read(&u, UART_IIR), UART_IIR_RDI);	/* no FIFO bits, no timeout in 16450 mode */
+	uart_exit(&u);
+}
+
+TEST(thre_interrupt_is_raised_acknowledged_by_iir_and_raised_again_by_a_write)
+{
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_IER, UART_IER_THRI);
+	CHECK_EQ_INT(irq_level(&h), 1);
+	CHECK_EQ_INT(uart_read(&u, UART_IIR), UART_IIR_THRI);
+	CHECK_EQ_INT(irq_level(&h), 0);
+	CHECK_EQ_INT(uart_read(&u, UART_IIR), UART_IIR_NO_INT);
+	uart_write(&u, UART_THR, 'x');
+	CHECK_EQ_INT(irq_level(&h), 1);
+	CHECK_EQ_INT(uart_read(&u, UART_IIR), UART_IIR_THRI);
+	uart_exit(&u);
+}
+
+TEST(interrupts_are_reported_line_status_first_then_rx_then_thre)
+{
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_MCR, UART_MCR_LOOP);
+	uart_write(&u, UART_FCR, UART_FCR_ENABLE);
+	uart_write(&u, UART_IER, UART_IER_RLSI | UART_IER_RDI | UART_IER_THRI);
+	for (int i = 0; i <= UART_FIFO_SIZE; i++)	/* one more than fits: overrun */
+		uart_write(&u, UART_THR, (uint8_t)('a' + i));
+	CHECK_EQ_INT(uart_read(&u, UART_IIR) & 0x0f, UART_IIR_RLSI);
+	CHECK(uart_read(&u, UART_LSR) & UART_LSR_OE);		/* reading LSR clears the line status */
+	CHECK_EQ_INT(uart_read(&u, UART_IIR) & 0x0f, UART_IIR_RDI);
+	for (int i = 0; i < UART_FIFO_SIZE; i++)
+		uart_read(&u, UART_RBR);
+	CHECK_EQ_INT(uart_read(&u, UART_IIR) & 0x0f, UART_IIR_THRI);
+	CHECK_EQ_INT(uart_read(&u, UART_IIR) & 0x0f, UART_IIR_NO_INT);
+	CHECK_EQ_INT(irq_level(&h), 0);
+	uart_exit(&u);
+}
+
+TEST(overrun_is_reported_once_and_keeps_the_fifo_contents)
+{
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_MCR, UART_MCR_LOOP);
+	uart_write(&u, UART_FCR, UART_FCR_ENABLE);
+	for (int i = 0; i <= UART_FIFO_SIZE; i++)
+		uart_write(&u, UART_THR, (uint8_t)('a' + i));
+	CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_OE, UART_LSR_OE);
+	CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_OE, 0);
+	for (int i = 0; i < UART_FIFO_SIZE; i++)
+		CHECK_EQ_INT(uart_read(&u, UART_RBR), 'a' + i);	/* the 17th byte is the one lost */
+	CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_DR, 0);
+	uart_exit(&u);
+}
+
+TEST(loopback_echoes_thr_into_rbr_without_transmitting_and_mirrors_modem_lines)
+{
+	static const struct { uint8_t mcr, msr; } lines[] = {
+		{ 0x01, 0x20 },	/* DTR -> DSR */
+		{ 0x02, 0x10 },	/* RTS -> CTS */
+		{ 0x04, 0x40 },	/* OUT1 -> RI */
+		{ 0x08, 0x80 },	/* OUT2 -> DCD */
+		{ 0x00, 0x00 },
+	};
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_MCR, UART_MCR_LOOP);
+	host_types(&u, &h, "typed", 5);			/* host input waits while the driver self-tests */
+	uart_write(&u, UART_THR, 0x5a);
+	CHECK_EQ_INT(h.ntx, 0);
+	CHECK_EQ_INT(uart_read(&u, UART_RBR), 0x5a);
+	CHECK_EQ_INT(h.in_pos, 0);
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		uart_write(&u, UART_MCR, UART_MCR_LOOP | lines[i].mcr);
+		CHECK_EQ_INT(uart_read(&u, UART_MSR) & 0xf0, lines[i].msr);
+	}
+	uart_write(&u, UART_MCR, 0x0b);			/* loopback off: the typed input arrives */
+	CHECK_EQ_INT(uart_read(&u, UART_RBR), 't');
+	uart_exit(&u);
+}
+
+TEST(fcr_clear_rx_empties_the_fifo)
+{
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_FCR, UART_FCR_ENABLE);
+	host_types(&u, &h, "stale", 5);
+	CHECK(uart_read(&u, UART_LSR) & UART_LSR_DR);
+	uart_write(&u, UART_FCR, UART_FCR_ENABLE | UART_FCR_CLEAR_RX);
+	CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_DR, 0);
+	host_types(&u, &h, "new", 3);
+	CHECK_EQ_INT(uart_read(&u, UART_RBR), 'n');
+	uart_exit(&u);
+}
+
+TEST(scratch_register_keeps_what_was_written)
+{
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_SCR, 0xa5);
+	CHECK_EQ_INT(uart_read(&u, UART_SCR), 0xa5);
+	uart_write(&u, UART_SCR, 0x5a);
+	CHECK_EQ_INT(uart_read(&u, UART_SCR), 0x5a);
+	uart_exit(&u);
+}
+
+TEST(irq_hook_is_called_only_when_the_level_changes)
+{
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_IER, UART_IER_RDI | UART_IER_THRI);	/* THRE: up */
+	host_types(&u, &h, "ab", 2);				/* RX too: still up */
+	uart_read(&u, UART_IIR);
+	uart_read(&u, UART_LSR);
+	uart_read(&u, UART_RBR);
+	uart_read(&u, UART_RBR);				/* THRE still pending: still up */
+	uart_read(&u, UART_IIR);				/* acknowledges THRE: down */
+	uart_read(&u, UART_IIR);
+	uart_write(&u, UART_THR, 'x');				/* up */
+	CHECK_EQ_INT(h.nirq, 3);
+	CHECK(h.nirq == 3 && h.irq_log[0] == 1 && h.irq_log[1] == 0 && h.irq_log[2] == 1);
+	uart_exit(&u);
+}
