@@ -1,0 +1,100 @@
+#!/usr/bin/env node
+// The KVM lab: runs a command from this checkout inside a QEMU VM (TCG, emulated AMD SVM, Debian kernel with
+// kvm-amd) where /dev/kvm behaves like hardware KVM. See docs/lab.md.
+//
+//   npm run lab -- <command> [args...]
+//   node scripts/lab.js [--timeout SECONDS] [--memory MiB] [--cpus N] [--verbose] -- <command...>
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { EXIT, LabError, progress } from './lab/errors.js';
+import { ensureInitramfs } from './lab/initramfs.js';
+import { ensureKernel } from './lab/kernel.js';
+import { createApt, ensurePackages } from './lab/packages.js';
+import { createRunDir, removeStaleRunDirs, writableShares } from './lab/run-dir.js';
+import { runInLab } from './lab/vm.js';
+
+const USAGE = `usage: npm run lab -- [options] <command> [args...]
+       node scripts/lab.js [options] -- <command> [args...]
+options:
+  --timeout SECONDS  stop the lab after this long (default 1800)
+  --memory MiB       lab VM memory (default 4096)
+  --cpus N           lab VM vCPUs (default 2)
+  --verbose          show the lab's serial console (boot noise) on stderr`;
+
+const OPTIONS = { '--timeout': 'timeoutSeconds', '--memory': 'memory', '--cpus': 'cpus' };
+
+/** Options come first; the first argument that is not one (or everything after `--`) is the command. */
+export function parseArgs(args) {
+  const options = { timeoutSeconds: 1800, memory: 4096, cpus: 2, verbose: false, argv: [] };
+  for (let i = 0; i < args.length; i++) {
+    const [flag, inline] = args[i].split(/=(.*)/s);
+    if (args[i] === '--') return { ...options, argv: args.slice(i + 1) };
+    if (args[i] === '--help' || args[i] === '-h') return { ...options, help: true };
+    if (args[i] === '--verbose') options.verbose = true;
+    else if (flag in OPTIONS) {
+      const value = inline ?? args[++i];
+      if (!/^[1-9][0-9]*$/.test(value ?? ''))
+        throw new LabError(EXIT.usage, `${flag} needs a positive whole number, got ${value ?? 'nothing'}`);
+      options[OPTIONS[flag]] = Number(value);
+    } else if (args[i].startsWith('-')) throw new LabError(EXIT.usage, `unknown option ${args[i]}\n${USAGE}`);
+    else return { ...options, argv: args.slice(i) };
+  }
+  return options;
+}
+
+function cacheRoot(env) {
+  return env.SMOL_CACHE || path.join(env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'smol-studio');
+}
+
+/** Everything the VM boots from, downloaded or built on first use and cached under <cache>/lab. */
+function prepareLab(labDir) {
+  const apt = createApt();
+  ensurePackages(apt);
+  try {
+    fs.mkdirSync(labDir, { recursive: true });
+  } catch (error) {
+    throw new LabError(
+      EXIT.setupFailed,
+      `cannot create ${labDir} (${error.code}); set SMOL_CACHE to a writable directory`,
+    );
+  }
+  try {
+    const kernel = ensureKernel(apt, labDir);
+    return { kernel, initrd: ensureInitramfs(kernel, labDir) };
+  } catch (error) {
+    if (error instanceof LabError) throw error;
+    throw new LabError(EXIT.setupFailed, `preparing the lab in ${labDir} failed: ${error.message}`);
+  }
+}
+
+async function main(args) {
+  const options = parseArgs(args);
+  if (options.help) return void console.log(USAGE);
+  if (options.argv.length === 0) throw new LabError(EXIT.usage, `no command given\n${USAGE}`);
+  const cwd = process.cwd();
+  if (cwd === '/') throw new LabError(EXIT.usage, 'run the lab from a checkout directory, not from /');
+  const cache = cacheRoot(process.env);
+  const labDir = path.join(cache, 'lab');
+  const { kernel, initrd } = prepareLab(labDir);
+  const shares = writableShares([cwd, cache]);
+  removeStaleRunDirs();
+  const run = createRunDir({ cwd, argv: options.argv, env: process.env, shares });
+  try {
+    if (options.verbose) progress(`booting ${kernel.release} (${options.cpus} vCPUs, ${options.memory} MiB)…`);
+    const nonce = randomBytes(8).toString('hex');
+    return await runInLab({ ...options, kernel, initrd, run, shares, nonce, logDir: path.join(labDir, 'logs') });
+  } finally {
+    run.remove();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (status) => process.exit(status ?? 0),
+  (error) => {
+    if (!(error instanceof LabError)) throw error;
+    progress(`error: ${error.message}`);
+    process.exit(error.status);
+  },
+);
