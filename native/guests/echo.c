@@ -1,6 +1,7 @@
 /*
  * Echoes what it receives, driven only by UART receive interrupts through the 8259 PIC: between interrupts the CPU
  * sits in HLT, so nothing would come back if interrupts did not work. A 0x04 (Ctrl-D) ends it with a reset.
+ * Flow control like a driver's: when its buffer is full it masks the receive interrupt until it has caught up.
  */
 #include "guest.h"
 
@@ -17,8 +18,11 @@ struct idt_gate {
 } __attribute__((packed));
 
 static struct idt_gate idt[256] __attribute__((aligned(16)));
-static volatile uint8_t rx_buf[256];
-static volatile uint8_t rx_head, rx_tail;
+#define RX_SIZE 4096u	/* a power of two */
+
+static volatile uint8_t rx_buf[RX_SIZE];
+static volatile uint32_t rx_head, rx_tail;	/* free-running; the ring holds head - tail bytes */
+static volatile int rx_throttled;
 volatile uint64_t interrupts;
 
 extern void irq4_entry(void);
@@ -37,8 +41,12 @@ void irq4_handler(void)
 
 	interrupts++;
 	(void)inb(COM1 + 2);	/* IIR: acknowledge */
-	while ((c = uart_getc_poll()) >= 0)
-		rx_buf[rx_head++] = (uint8_t)c;
+	while (rx_head - rx_tail < RX_SIZE && (c = uart_getc_poll()) >= 0)
+		rx_buf[rx_head++ % RX_SIZE] = (uint8_t)c;
+	if (rx_head - rx_tail == RX_SIZE) {
+		outb(COM1 + 1, 0x00);	/* full: mask the receive interrupt until the main loop catches up */
+		rx_throttled = 1;
+	}
 	outb(PIC1, 0x20);	/* end of interrupt */
 }
 
@@ -79,7 +87,7 @@ int main(const uint8_t *bp)
 	for (;;) {
 		__asm__ volatile("sti; hlt; cli");
 		while (rx_tail != rx_head) {
-			uint8_t c = rx_buf[rx_tail++];
+			uint8_t c = rx_buf[rx_tail++ % RX_SIZE];
 
 			if (c == 0x04) {
 				uart_puts("\necho: bye after ");
@@ -88,6 +96,10 @@ int main(const uint8_t *bp)
 				i8042_reset();
 			}
 			uart_putc((char)c);
+		}
+		if (rx_throttled) {
+			rx_throttled = 0;
+			outb(COM1 + 1, 0x01);	/* unmask: data still waiting raises the interrupt again */
 		}
 	}
 }

@@ -30,13 +30,13 @@
 #define APIC_MODE_NMI 4
 #define APIC_MODE_EXTINT 7
 
-static __thread struct kvm_run *current_run;
-
+/*
+ * The kick signal only has to interrupt KVM_RUN; its handler does nothing. The kicker sets immediate_exit itself
+ * (as QEMU does), so a kick that lands just before KVM_RUN is not lost, and the handler needs no thread-local state.
+ */
 static void vcpu_kick_handler(int sig)
 {
 	(void)sig;
-	if (current_run)
-		current_run->immediate_exit = 1;
 }
 
 static void vcpu_signal_install(void)
@@ -58,6 +58,7 @@ void vcpu_signal_init(void)
 
 void vcpu_kick(struct vcpu *cpu)
 {
+	__atomic_store_n(&cpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
 	pthread_kill(cpu->thread, VCPU_KICK_SIGNAL);
 }
 
@@ -336,11 +337,10 @@ void *vcpu_thread(void *arg)
 	sigemptyset(&set);
 	sigaddset(&set, VCPU_KICK_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-	current_run = cpu->run;
 
 	for (;;) {
 		/* Cleared before the flags are read: a kick that lands after the check makes KVM_RUN return at once. */
-		cpu->run->immediate_exit = 0;
+		__atomic_store_n(&cpu->run->immediate_exit, 0, __ATOMIC_SEQ_CST);
 		if (vcpu_wait_runnable(cpu))
 			break;
 		if (ioctl(cpu->fd, KVM_RUN, 0) < 0) {
@@ -353,7 +353,6 @@ void *vcpu_thread(void *arg)
 			break;
 	}
 
-	current_run = NULL;
 	pthread_mutex_lock(&vm->lock);
 	cpu->running = 0;
 	last = --vm->alive == 0;

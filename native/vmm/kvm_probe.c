@@ -36,8 +36,10 @@ static int path_exists(const char *path)
 	return stat(path, &st) == 0;
 }
 
-static const char *implementation(void)
+static const char *implementation(int present)
 {
+	if (!present)
+		return "unknown";	/* a kvm module may be loaded without providing /dev/kvm (a PVM guest's is) */
 	/* PVM (a software KVM for guests without virtualization extensions) registers as its own module. */
 	if (path_exists("/sys/module/kvm_pvm"))
 		return "pvm";
@@ -51,8 +53,8 @@ void kvm_probe(struct kvm_probe *out)
 	int fd;
 
 	memset(out, 0, sizeof(*out));
-	out->implementation = implementation();
 	out->present = path_exists("/dev/kvm");
+	out->implementation = implementation(out->present);
 	for (size_t i = 0; i < sizeof(probed_caps) / sizeof(probed_caps[0]) && i < KVM_PROBE_MAX_CAPS; i++) {
 		out->caps[i].name = probed_caps[i].name;
 		out->caps[i].required = probed_caps[i].required;
