@@ -33,7 +33,8 @@ export function envScript(env) {
   const lines = Object.entries(env)
     .filter(([name]) => passesIntoLab(name) && name !== 'SMOL_IN_LAB')
     .map(([name, value]) => `export ${name}=${shellQuote(value)}`);
-  return [...lines, 'export SMOL_IN_LAB=1', ''].join('\n');
+  // HOME is read-only inside the lab: npm and npx need a writable cache (for their locks, not for downloads).
+  return [...lines, 'export SMOL_IN_LAB=1', 'export npm_config_cache=/tmp/npm-cache', ''].join('\n');
 }
 
 export function commandScript(cwd, argv) {

@@ -1,0 +1,107 @@
+// Benchmark `vm-create`: how long from asking for a VM to its first serial byte, and a create+kill cycle.
+import os from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { loadNative } from '../vmm/native.js';
+import { Vm } from '../vmm/vm.js';
+import { median, p90 } from './stats.js';
+
+export interface BenchMetric {
+  metric: string;
+  p50_ms: number;
+  p90_ms: number;
+  samples_ms: number[];
+}
+
+export interface BenchHost {
+  kvm: { implementation: string; apiVersion: number | null };
+  inLab: boolean;
+  cpus: number;
+  cpuModel: string;
+  kernel: string;
+  node: string;
+}
+
+export interface BenchResult {
+  name: string;
+  runs: number;
+  /** Runs done first and not counted (they pay for loading the module and warming caches). */
+  warmup: number;
+  guest: string;
+  results: BenchMetric[];
+  host: BenchHost;
+}
+
+const RUN_TIMEOUT_MS = 30_000;
+const WARMUP_RUNS = 1;
+
+function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)));
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+async function stopVm(vm: Vm): Promise<void> {
+  const stopped = vm.kill().then(() => vm.exited);
+  await withTimeout(stopped, RUN_TIMEOUT_MS, 'the VM did not report its exit within 30 s of kill()');
+}
+
+/** Create → start → first console byte, in ms. */
+async function timeToFirstByte(guest: string): Promise<number> {
+  const start = performance.now();
+  const vm = await Vm.create({ kernel: guest });
+  try {
+    const firstByte = new Promise<number>((resolve, reject) => {
+      vm.once('console', () => resolve(performance.now()));
+      void vm.exited.then((exit) => reject(new Error(`${guest} ended (${exit.reason}) before printing anything`)));
+    });
+    vm.start();
+    const at = await withTimeout(firstByte, RUN_TIMEOUT_MS, `no serial output from ${guest} within 30 s`);
+    return at - start;
+  } finally {
+    await stopVm(vm);
+  }
+}
+
+/** Create → kill → exit reported, in ms; the VM never runs. */
+async function createKillCycle(guest: string): Promise<number> {
+  const start = performance.now();
+  const vm = await Vm.create({ kernel: guest });
+  await stopVm(vm);
+  return performance.now() - start;
+}
+
+function summarize(metric: string, samples: number[]): BenchMetric {
+  const round = (ms: number) => Math.round(ms * 1000) / 1000;
+  return { metric, p50_ms: round(median(samples)), p90_ms: round(p90(samples)), samples_ms: samples.map(round) };
+}
+
+export async function benchVmCreate(options: { guest: string; runs: number }): Promise<BenchResult> {
+  const probe = loadNative().kvmProbe();
+  if (!probe.usable) throw new Error(`cannot benchmark VMs here: ${probe.error ?? '/dev/kvm is not usable'}`);
+  const metrics = [
+    { metric: 'create-to-first-byte', run: timeToFirstByte },
+    { metric: 'create-kill', run: createKillCycle },
+  ];
+  const results: BenchMetric[] = [];
+  for (const { metric, run } of metrics) {
+    for (let i = 0; i < WARMUP_RUNS; i++) await run(options.guest);
+    const samples: number[] = [];
+    for (let i = 0; i < options.runs; i++) samples.push(await run(options.guest));
+    results.push(summarize(metric, samples));
+  }
+  return {
+    name: 'vm-create',
+    runs: options.runs,
+    warmup: WARMUP_RUNS,
+    guest: options.guest,
+    results,
+    host: {
+      kvm: { implementation: probe.implementation, apiVersion: probe.apiVersion ?? null },
+      inLab: process.env.SMOL_IN_LAB === '1',
+      cpus: os.cpus().length,
+      cpuModel: os.cpus()[0]?.model ?? 'unknown',
+      kernel: os.release(),
+      node: process.version,
+    },
+  };
+}

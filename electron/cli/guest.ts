@@ -1,0 +1,125 @@
+// `smol guest build` and `smol guest info`: the Linux guest's kernel and base initramfs (docs/guest.md).
+import { constants as os } from 'node:os';
+import { ProgressDisplay, formatElapsed } from '../guest/build-progress.js';
+import { GUEST_CMDLINE } from '../guest/guest-assets.js';
+import { buildGuest, type GuestBuildResult } from '../guest/guest-build.js';
+import { guestInfo, type GuestInfo } from '../guest/guest-info.js';
+import { parseFlags } from './args.js';
+import { CommandError, UsageError } from './errors.js';
+
+export const GUEST_HELP = `Usage: smol guest build [--force] [--json]
+       smol guest info [--json]
+
+build   Builds the Linux guest kernel (Debian's linux-source, tinyconfig plus
+        resources/guest-kernel/smol.config) and the base initramfs (busybox-static and
+        resources/guest-initramfs) into the cache, unless they are there already. Installs the
+        Debian packages it needs when run as root. The kernel takes 5 to 10 minutes on 2 cores.
+info    Says which kernel and initramfs are current, where they are, and whether they
+        still match the recipe in this checkout.
+
+Options:
+  --force      build again even when the cache has a build of the same inputs
+  --json       print the result as JSON
+  -h, --help   show this help
+
+Cache: \${SMOL_CACHE:-\${XDG_CACHE_HOME:-~/.cache}/smol-studio}/guest
+Exit status: 0 done, 1 the build failed, 2 usage error, 130 interrupted.
+`;
+
+export type GuestArgs = { action: 'build'; force: boolean; json: boolean } | { action: 'info'; json: boolean };
+
+export function parseGuestArgs(argv: string[]): GuestArgs | 'help' {
+  const [action, ...rest] = argv;
+  if (action === undefined) throw new UsageError('guest', 'name an action: build or info');
+  if (action === '--help' || action === '-h') return 'help';
+  if (action === 'build') {
+    const flags = parseFlags('guest', rest, {
+      force: { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h' },
+    });
+    return flags.help ? 'help' : { action, force: flags.force, json: flags.json };
+  }
+  if (action === 'info') {
+    const flags = parseFlags('guest', rest, {
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h' },
+    });
+    return flags.help ? 'help' : { action, json: flags.json };
+  }
+  throw new UsageError('guest', `unknown action ${action} (actions: build, info)`);
+}
+
+const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+
+export function formatBuildResult(result: GuestBuildResult): string {
+  const { kernel, initramfs } = result;
+  const build = kernel.info;
+  const how = kernel.cached ? 'cached' : `built in ${formatElapsed((build?.buildSeconds ?? 0) * 1000)}`;
+  const kernelLine = build
+    ? `Linux ${build.release}, vmlinux ${mib(build.sizes.vmlinux)}, bzImage ${mib(build.sizes.bzImage)}, ${how}`
+    : how;
+  return [
+    `kernel     ${kernel.dir}/vmlinux (${kernelLine})`,
+    `initramfs  ${initramfs.file} (${mib(initramfs.size)}${initramfs.cached ? ', cached' : ''})`,
+    `boot it:   smol boot --kernel ${kernel.dir}/vmlinux --initrd ${initramfs.file} --cmdline '${GUEST_CMDLINE}'`,
+    '',
+  ].join('\n');
+}
+
+function freshness(upToDate: boolean | null): string {
+  if (upToDate === null) return 'cannot tell whether it matches this checkout';
+  return upToDate ? 'matches this checkout' : 'outdated: the recipe changed; run smol guest build';
+}
+
+export function formatGuestInfo(info: GuestInfo): string {
+  const lines = [`cache      ${info.dir}`];
+  const { kernel, initramfs } = info;
+  if (!kernel) lines.push('kernel     none built; run smol guest build');
+  else if (!kernel.present) lines.push(`kernel     ${kernel.vmlinux} is missing; run smol guest build`);
+  else {
+    const release = kernel.build ? `Linux ${kernel.build.release}, ` : '';
+    lines.push(`kernel     ${kernel.vmlinux} (${release}${freshness(kernel.upToDate)})`);
+  }
+  if (!initramfs) lines.push('initramfs  none built; run smol guest build');
+  else if (!initramfs.present) lines.push(`initramfs  ${initramfs.file} is missing; run smol guest build`);
+  else lines.push(`initramfs  ${initramfs.file} (${mib(initramfs.size ?? 0)}, ${freshness(initramfs.upToDate)})`);
+  return lines.join('\n') + '\n';
+}
+
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+async function runBuild(args: { force: boolean; json: boolean }): Promise<number> {
+  const display = new ProgressDisplay(process.stderr);
+  const abort = new AbortController();
+  let stoppedBy: NodeJS.Signals | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    stoppedBy ??= signal;
+    abort.abort();
+  };
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
+  try {
+    const result = await buildGuest({ force: args.force, onProgress: display.report, signal: abort.signal });
+    display.finish();
+    process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatBuildResult(result));
+    return 0;
+  } catch (err) {
+    display.finish();
+    if (stoppedBy) throw new CommandError('interrupted; the partial build was removed', 128 + os.signals[stoppedBy]);
+    throw new CommandError(`guest build failed: ${(err as Error).message}`);
+  } finally {
+    for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
+  }
+}
+
+export async function runGuest(argv: string[]): Promise<number> {
+  const args = parseGuestArgs(argv);
+  if (args === 'help') {
+    process.stdout.write(GUEST_HELP);
+    return 0;
+  }
+  if (args.action === 'build') return runBuild(args);
+  const info = guestInfo();
+  process.stdout.write(args.json ? JSON.stringify(info, null, 2) + '\n' : formatGuestInfo(info));
+  return 0;
+}

@@ -1,0 +1,51 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { main } from './main.js';
+
+function captureOutput() {
+  const out: string[] = [];
+  const err: string[] = [];
+  vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => (out.push(String(chunk)), true));
+  vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => (err.push(String(chunk)), true));
+  return { out: () => out.join(''), err: () => err.join('') };
+}
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe('smol command line', () => {
+  it('an unknown command is one error line and status 2', async () => {
+    const output = captureOutput();
+    expect(await main(['frobnicate'])).toBe(2);
+    expect(output.err()).toMatch(
+      /^smol: unknown command frobnicate \(commands: boot, doctor, bench\b.*\); see smol --help\n$/,
+    );
+  });
+
+  it('a usage error names the command and where its help is', async () => {
+    const output = captureOutput();
+    expect(await main(['boot', '--kernel', 'k', '--cpus', '0'])).toBe(2);
+    expect(output.err()).toBe('smol: boot: --cpus must be an integer from 1 to 64 (got 0); see smol boot --help\n');
+  });
+
+  it('a kernel that does not exist fails with status 1 before any VM is made', async () => {
+    const output = captureOutput();
+    expect(await main(['boot', '--kernel', '/nonexistent/vmlinux'])).toBe(1);
+    expect(output.err()).toBe('smol: kernel /nonexistent/vmlinux: no such file\n');
+  });
+
+  it('every command has --help on stdout with status 0', async () => {
+    for (const command of ['boot', 'doctor', 'bench']) {
+      const output = captureOutput();
+      expect(await main([command, '--help'])).toBe(0);
+      expect(output.out()).toMatch(new RegExp(`^Usage: smol ${command}`));
+      vi.restoreAllMocks();
+    }
+  });
+
+  it('no command prints the usage on stderr with status 2', async () => {
+    const output = captureOutput();
+    expect(await main([])).toBe(2);
+    expect(output.err()).toMatch(/^Usage: smol <command>/);
+  });
+});

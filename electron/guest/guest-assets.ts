@@ -1,0 +1,147 @@
+// Where the Linux guest's kernel and initramfs live, and which ones are current.
+//
+//   <cache>/guest/                        (guestCacheDir: ${SMOL_CACHE:-${XDG_CACHE_HOME:-~/.cache}/smol-studio}/guest)
+//     kernel-<hash>/vmlinux               ELF64, physical load addresses: what the VMM boots
+//     kernel-<hash>/bzImage               the same kernel, compressed, for boot loaders that want one
+//     kernel-<hash>/config, build.json    the final .config and how it was built
+//     initramfs-<hash>.cpio               newc cpio, uncompressed
+//     current.json                        the kernel and initramfs `smol guest build` built or found last
+//     logs/                               the output of the last kernel build for each hash
+//
+// Entries are published atomically (written under a temporary name, then renamed), so a reader sees either
+// nothing or a complete entry. current.json holds paths relative to the guest directory.
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { guestCacheDir } from '../smol-dirs.js';
+
+export const CURRENT_FILE = 'current.json';
+/** The command line the guest is built for: COM1 console, reset through the i8042, reboot (so: end) on panic. */
+export const GUEST_CMDLINE = 'console=ttyS0 reboot=k panic=-1';
+const CURRENT_FORMAT = 1;
+
+export interface CurrentKernel {
+  hash: string;
+  /** Relative to the guest directory. */
+  vmlinux: string;
+  bzImage: string;
+}
+
+export interface CurrentInitramfs {
+  hash: string;
+  /** Relative to the guest directory. */
+  file: string;
+}
+
+export interface CurrentGuest {
+  format: number;
+  kernel?: CurrentKernel;
+  initramfs?: CurrentInitramfs;
+  updated: string;
+}
+
+/** Absolute paths of the current guest assets; a field is missing when it was never built or its file is gone. */
+export interface GuestAssets {
+  kernel?: string;
+  initramfs?: string;
+}
+
+export const kernelDirName = (hash: string) => `kernel-${hash}`;
+export const initramfsFileName = (hash: string) => `initramfs-${hash}.cpio`;
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function pickStrings<K extends string>(value: unknown, keys: readonly K[]): Record<K, string> | undefined {
+  if (!isObject(value)) return undefined;
+  const picked = {} as Record<K, string>;
+  for (const key of keys) {
+    const field = value[key];
+    if (typeof field !== 'string' || field === '') return undefined;
+    picked[key] = field;
+  }
+  return picked;
+}
+
+/** current.json, or null when there is none or it cannot be read (a rebuild rewrites it). */
+export function readCurrentGuest(guestDir: string): CurrentGuest | null {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path.join(guestDir, CURRENT_FILE), 'utf8'));
+  } catch {
+    return null;
+  }
+  if (!isObject(parsed) || parsed.format !== CURRENT_FORMAT) return null;
+  const current: CurrentGuest = {
+    format: CURRENT_FORMAT,
+    updated: typeof parsed.updated === 'string' ? parsed.updated : '',
+  };
+  const kernel = pickStrings(parsed.kernel, ['hash', 'vmlinux', 'bzImage'] as const);
+  if (kernel) current.kernel = kernel;
+  const initramfs = pickStrings(parsed.initramfs, ['hash', 'file'] as const);
+  if (initramfs) current.initramfs = initramfs;
+  return current;
+}
+
+/** Writes `<path>` atomically: a temporary file in the same directory, then a rename. */
+export function writeFileAtomic(file: string, data: string | Buffer): void {
+  const tmp = `${file}.tmp-${process.pid}-${Date.now()}`;
+  try {
+    writeFileSync(tmp, data);
+    renameSync(tmp, file);
+  } finally {
+    rmSync(tmp, { force: true });
+  }
+}
+
+/** Records the kernel and/or initramfs as current, keeping whichever of the two is not given. */
+export function updateCurrentGuest(
+  guestDir: string,
+  update: { kernel?: CurrentKernel; initramfs?: CurrentInitramfs },
+  now: Date = new Date(),
+): CurrentGuest {
+  const previous = readCurrentGuest(guestDir);
+  const current: CurrentGuest = { format: CURRENT_FORMAT, updated: now.toISOString() };
+  const kernel = update.kernel ?? previous?.kernel;
+  const initramfs = update.initramfs ?? previous?.initramfs;
+  if (kernel) current.kernel = kernel;
+  if (initramfs) current.initramfs = initramfs;
+  writeFileAtomic(path.join(guestDir, CURRENT_FILE), JSON.stringify(current, null, 2) + '\n');
+  return current;
+}
+
+/**
+ * Moves a finished temporary file or directory to its final name. When the final name already exists, `replace`
+ * swaps the new entry in (the old one is renamed aside first, so the name never points at nothing); otherwise the
+ * existing entry wins and ours is removed (another build of the same inputs finished first).
+ */
+export function publishEntry(tmp: string, final: string, options: { replace?: boolean } = {}): void {
+  const aside = `${final}.old-${process.pid}-${Date.now()}`;
+  try {
+    if (options.replace && existsSync(final)) renameSync(final, aside);
+    renameSync(tmp, final);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (!existsSync(final) || (code !== 'ENOTEMPTY' && code !== 'EEXIST')) throw err;
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+    rmSync(aside, { recursive: true, force: true });
+  }
+}
+
+/** The current kernel (vmlinux) and initramfs, for `smol boot` and `smol doctor`; never throws. */
+export function findGuestAssets(env: NodeJS.ProcessEnv = process.env): GuestAssets {
+  const dir = guestCacheDir(env);
+  const current = readCurrentGuest(dir);
+  const assets: GuestAssets = {};
+  const resolve = (relative: string | undefined) => {
+    if (relative === undefined) return undefined;
+    const file = path.resolve(dir, relative);
+    return existsSync(file) ? file : undefined;
+  };
+  const kernel = resolve(current?.kernel?.vmlinux);
+  const initramfs = resolve(current?.initramfs?.file);
+  if (kernel) assets.kernel = kernel;
+  if (initramfs) assets.initramfs = initramfs;
+  return assets;
+}

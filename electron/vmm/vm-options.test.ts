@@ -1,0 +1,55 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { resolveVmOptions, type VmOptions } from './vm-options.js';
+
+// These check the options before any VM exists; booting is tested in tests/vmm with real VMs.
+const dir = mkdtempSync(path.join(os.tmpdir(), 'smol-vm-options-'));
+const kernel = path.join(dir, 'guest.elf');
+writeFileSync(kernel, 'not really a kernel');
+
+describe('VM options', () => {
+  it('fills in 256 MiB and one vCPU, and resolves the kernel path', async () => {
+    const relative = path.relative(process.cwd(), kernel);
+    expect(await resolveVmOptions({ kernel: relative })).toEqual({ kernel, memoryMiB: 256, cpus: 1 });
+  });
+
+  it('keeps initrd and command line', async () => {
+    const config = await resolveVmOptions({ kernel, initrd: kernel, cmdline: 'console=ttyS0', cpus: 2 });
+    expect(config).toEqual({ kernel, initrd: kernel, cmdline: 'console=ttyS0', memoryMiB: 256, cpus: 2 });
+  });
+
+  it('a kernel that does not exist is named', async () => {
+    await expect(resolveVmOptions({ kernel: path.join(dir, 'nope') })).rejects.toThrow(
+      `kernel ${path.join(dir, 'nope')}: no such file`,
+    );
+  });
+
+  it('a directory is not a kernel', async () => {
+    await expect(resolveVmOptions({ kernel: dir })).rejects.toThrow(`kernel ${dir}: not a regular file`);
+  });
+
+  it('cpus and memory outside what the VMM supports are refused with the range', async () => {
+    await expect(resolveVmOptions({ kernel, cpus: 0 })).rejects.toThrow(
+      'cpus must be an integer between 1 and 64 (got 0)',
+    );
+    await expect(resolveVmOptions({ kernel, memoryMiB: 1.5 })).rejects.toThrow(/memoryMiB must be an integer/);
+  });
+
+  it('a command line too long for its page is refused', async () => {
+    await expect(resolveVmOptions({ kernel, cmdline: 'x'.repeat(2048) })).rejects.toThrow(
+      'cmdline is 2048 bytes; at most 2047 fit',
+    );
+  });
+
+  it('passes a console buffer size through, and refuses one that is not a size', async () => {
+    expect(await resolveVmOptions({ kernel, consoleBufferBytes: 4096 })).toMatchObject({ consoleBufferBytes: 4096 });
+    await expect(resolveVmOptions({ kernel, consoleBufferBytes: 0 })).rejects.toThrow(/consoleBufferBytes must be/);
+  });
+
+  it('a misspelt option is named instead of ignored', async () => {
+    const options = { kernel, memory: 512 } as unknown as VmOptions;
+    await expect(resolveVmOptions(options)).rejects.toThrow(/unknown VM option memory/);
+  });
+});

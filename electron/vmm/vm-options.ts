@@ -1,0 +1,91 @@
+// Checks what a caller asks of a VM before the native VMM sees it, so mistakes get messages that name the option.
+import { constants } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { NativeVmConfig } from './native.js';
+
+export interface VmOptions {
+  /** ELF64 kernel (Linux vmlinux or a tiny guest) or bzImage. */
+  kernel: string;
+  initrd?: string;
+  cmdline?: string;
+  /** Guest RAM in MiB; 256 when omitted. */
+  memoryMiB?: number;
+  /** Number of vCPUs; 1 when omitted. */
+  cpus?: number;
+  /** Size of the VMM's console output ring; the VMM's default (1 MiB) when omitted. Tests shrink it. */
+  consoleBufferBytes?: number;
+}
+
+/** The same limits the native VMM enforces (native/vmm/vm.h), checked here first for clearer messages. */
+export const VM_LIMITS = {
+  memoryMiB: { min: 2, max: 256 * 1024, default: 256 },
+  cpus: { min: 1, max: 64, default: 1 },
+  /** The command line page holds 2048 bytes including the terminating NUL (docs/vmm.md). */
+  cmdlineMaxBytes: 2047,
+  /** The native VMM checks its own bounds; this only keeps out what cannot be a size. */
+  consoleBufferBytes: { min: 1, max: 2 ** 31 - 1 },
+} as const;
+
+const KNOWN_OPTIONS = new Set(['kernel', 'initrd', 'cmdline', 'memoryMiB', 'cpus', 'consoleBufferBytes']);
+
+function checkInteger(name: string, value: unknown, limits: { min: number; max: number }): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < limits.min || value > limits.max) {
+    throw new RangeError(`${name} must be an integer between ${limits.min} and ${limits.max} (got ${String(value)})`);
+  }
+  return value;
+}
+
+async function checkFile(what: string, file: unknown): Promise<string> {
+  if (typeof file !== 'string' || file === '') {
+    throw new TypeError(`${what} must be a file path (got ${JSON.stringify(file)})`);
+  }
+  const resolved = path.resolve(file);
+  let info;
+  try {
+    info = await stat(resolved);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new Error(code === 'ENOENT' ? `${what} ${resolved}: no such file` : `${what} ${resolved}: ${code ?? err}`);
+  }
+  if (!info.isFile()) throw new Error(`${what} ${resolved}: not a regular file`);
+  try {
+    await access(resolved, constants.R_OK);
+  } catch {
+    throw new Error(`${what} ${resolved}: not readable by this user`);
+  }
+  return resolved;
+}
+
+/** Validates options, applies defaults and resolves paths against the current directory. */
+export async function resolveVmOptions(options: VmOptions): Promise<NativeVmConfig> {
+  if (typeof options !== 'object' || options === null) throw new TypeError('VM options must be an object');
+  const unknown = Object.keys(options).filter((key) => !KNOWN_OPTIONS.has(key));
+  if (unknown.length > 0) {
+    throw new TypeError(`unknown VM option ${unknown.join(', ')} (known: ${[...KNOWN_OPTIONS].join(', ')})`);
+  }
+  const config: NativeVmConfig = {
+    kernel: await checkFile('kernel', options.kernel),
+    memoryMiB: checkInteger('memoryMiB', options.memoryMiB ?? VM_LIMITS.memoryMiB.default, VM_LIMITS.memoryMiB),
+    cpus: checkInteger('cpus', options.cpus ?? VM_LIMITS.cpus.default, VM_LIMITS.cpus),
+  };
+  if (options.initrd !== undefined) config.initrd = await checkFile('initrd', options.initrd);
+  if (options.cmdline !== undefined) {
+    const { cmdline } = options;
+    if (typeof cmdline !== 'string') throw new TypeError(`cmdline must be a string (got ${typeof cmdline})`);
+    if (cmdline.includes('\0')) throw new RangeError('cmdline must not contain NUL characters');
+    const bytes = Buffer.byteLength(cmdline);
+    if (bytes > VM_LIMITS.cmdlineMaxBytes) {
+      throw new RangeError(`cmdline is ${bytes} bytes; at most ${VM_LIMITS.cmdlineMaxBytes} fit`);
+    }
+    config.cmdline = cmdline;
+  }
+  if (options.consoleBufferBytes !== undefined) {
+    config.consoleBufferBytes = checkInteger(
+      'consoleBufferBytes',
+      options.consoleBufferBytes,
+      VM_LIMITS.consoleBufferBytes,
+    );
+  }
+  return config;
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The Debian packages Smol Studio needs on a fresh machine (run as root, or through sudo).
+#   build: a C compiler and make for the VMM, its tests and the tiny guests
+#   lab:   QEMU (TCG with emulated SVM), busybox, cpio, xz: the KVM lab (docs/lab.md)
+#   tests: util-linux (unshare) for the no-/dev/kvm test
+# The guest kernel build (smol guest build) installs its own packages when it runs.
+set -euo pipefail
+
+packages=(build-essential python3 qemu-system-x86 busybox-static cpio xz-utils util-linux)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all system packages are installed"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: missing packages: ${missing[*]}; run: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"

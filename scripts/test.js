@@ -1,0 +1,147 @@
+#!/usr/bin/env node
+// `npm test`: every test tier, in order: the C tests, the unit tests, then the VMM tests with real VMs (on this
+// machine's /dev/kvm when it is usable, else inside the KVM lab). Nothing is skipped silently: a part that cannot
+// run counts as a failure. Ends with exactly one line `N passed, N failed`; exits non-zero if anything failed.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+// Inside the checkout on purpose: the lab shares the checkout writable, so results written there come back out.
+const resultsDir = path.join(root, 'test-results');
+
+const stripAnsi = (text) => text.replace(/\x1b\[[0-9;]*[A-Za-z]/g, ''); // eslint-disable-line no-control-regex
+
+function note(message) {
+  process.stderr.write(`test: ${message}\n`);
+}
+
+/** Runs a command from the checkout, streaming its output while keeping a copy to read counts from. */
+function run(argv) {
+  return new Promise((resolve) => {
+    const env = { ...process.env };
+    if (process.stdout.isTTY && !env.NO_COLOR) env.FORCE_COLOR ??= '1';
+    const child = spawn(argv[0], argv.slice(1), { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (data) => ((output += data), process.stdout.write(data)));
+    child.stderr.on('data', (data) => ((output += data), process.stderr.write(data)));
+    child.on('error', (error) => resolve({ status: null, output, error: error.message }));
+    child.on('close', (code, signal) => resolve({ status: code, signal, output }));
+  });
+}
+
+/** The C test runner's last line: `N passed, N failed`. */
+function countsFromSummaryLine(output) {
+  const matches = [...stripAnsi(output).matchAll(/^\s*(\d+) passed, (\d+) failed\s*$/gm)];
+  const last = matches.at(-1);
+  return last ? { passed: Number(last[1]), failed: Number(last[2]) } : null;
+}
+
+/** Vitest's JSON report; a test file that failed to load counts as one failed test. */
+function countsFromVitestJson(report) {
+  const brokenFiles = (report.testResults ?? []).filter(
+    (file) => file.status === 'failed' && (file.assertionResults ?? []).length === 0,
+  ).length;
+  return {
+    passed: report.numPassedTests,
+    failed: report.numFailedTests + brokenFiles,
+    skipped: (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0),
+  };
+}
+
+/** Vitest's default reporter summary (` Tests  1 failed | 5 passed (6)`), for when no JSON report came back. */
+function countsFromVitestText(output) {
+  const line = stripAnsi(output)
+    .split('\n')
+    .findLast((l) => /^\s*Tests\s+.*\(\d+\)\s*$/.test(l));
+  if (!line) return null;
+  const count = (word) => Number(new RegExp(`(\\d+) ${word}`).exec(line)?.[1] ?? 0);
+  return { passed: count('passed'), failed: count('failed'), skipped: count('skipped') + count('todo') };
+}
+
+function vitestCommand(project, jsonFile) {
+  return [
+    'npx',
+    '--no-install',
+    'vitest',
+    'run',
+    '--project',
+    project,
+    '--reporter=default',
+    '--reporter=json',
+    `--outputFile.json=${jsonFile}`,
+  ];
+}
+
+async function vitestPart(name, project, wrap = (argv) => argv) {
+  const jsonFile = path.join(resultsDir, `vitest-${project}.json`);
+  fs.rmSync(jsonFile, { force: true });
+  const result = await run(wrap(vitestCommand(project, jsonFile)));
+  let counts = null;
+  try {
+    counts = countsFromVitestJson(JSON.parse(fs.readFileSync(jsonFile, 'utf8')));
+  } catch {
+    counts = countsFromVitestText(result.output);
+  }
+  return { name, result, counts };
+}
+
+async function cPart() {
+  const result = await run(['make', '-C', 'native', 'test']);
+  return { name: 'C tests (make -C native test)', result, counts: countsFromSummaryLine(result.output) };
+}
+
+function kvmUsable() {
+  try {
+    fs.closeSync(fs.openSync('/dev/kvm', 'r+'));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function vmmPart() {
+  if (kvmUsable()) return vitestPart('VMM tests (this machine’s /dev/kvm)', 'vmm');
+  const name = 'VMM tests (KVM lab)';
+  if (process.env.SMOL_IN_LAB === '1') {
+    return { name, problem: 'running inside the KVM lab, but /dev/kvm is not usable there' };
+  }
+  const lab = path.join(root, 'scripts', 'lab.js');
+  if (!fs.existsSync(lab)) return { name, problem: `/dev/kvm is not usable here and there is no KVM lab (${lab})` };
+  note('/dev/kvm is not usable here; running the VMM tests in the KVM lab');
+  return vitestPart(name, 'vmm', (argv) => [process.execPath, lab, '--', ...argv]);
+}
+
+/** Turns one part's outcome into counts; a part that did not run or did not report counts as one failure. */
+function settle(part) {
+  const { name, result, counts } = part;
+  const exit = result ? (result.error ?? (result.signal ? `signal ${result.signal}` : `status ${result.status}`)) : '';
+  let problem = part.problem;
+  if (!problem && !counts) problem = `reported no test counts (exit ${exit})`;
+  else if (!problem && result.status !== 0 && counts.failed === 0) problem = `failed outside any test (exit ${exit})`;
+  const passed = counts?.passed ?? 0;
+  const failed = (counts?.failed ?? 0) + (problem ? 1 : 0);
+  const skipped = counts?.skipped ? `, ${counts.skipped} skipped` : '';
+  return { name, passed, failed, line: `${name}: ${passed} passed, ${failed} failed${skipped}`, problem };
+}
+
+async function main() {
+  fs.mkdirSync(resultsDir, { recursive: true });
+  const parts = [];
+  parts.push(settle(await cPart()));
+  parts.push(settle(await vitestPart('unit tests (vitest --project unit)', 'unit')));
+  parts.push(settle(await vmmPart()));
+
+  process.stdout.write('\n');
+  for (const part of parts) {
+    process.stdout.write(`${part.line}\n`);
+    if (part.problem) note(`${part.name} ${part.problem}`);
+  }
+  const passed = parts.reduce((sum, part) => sum + part.passed, 0);
+  const failed = parts.reduce((sum, part) => sum + part.failed, 0);
+  process.stdout.write(`${passed} passed, ${failed} failed\n`);
+  return failed > 0 ? 1 : 0;
+}
+
+process.exitCode = await main();

@@ -1,0 +1,74 @@
+// The tiny test guests (native/guests, built by `make -C native guests`) and small helpers to drive them.
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Vm, type VmExit, type VmOptions } from '../../electron/vmm/vm.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export type GuestName = 'hello' | 'echo' | 'count' | 'smp';
+
+export function guestPath(name: GuestName): string {
+  const file = path.join(root, 'native/out/guests', `${name}.elf`);
+  if (!existsSync(file)) throw new Error(`${file} is missing: run make -C native guests`);
+  return file;
+}
+
+/** A VM with its console output collected as text. */
+export interface RunningGuest {
+  vm: Vm;
+  output: () => string;
+  /** Resolves with the output once it matches, rejects with what arrived if the VM ends or time runs out first. */
+  waitFor: (pattern: RegExp, timeoutMs?: number) => Promise<string>;
+}
+
+export async function startGuest(name: GuestName, options: Partial<VmOptions> = {}): Promise<RunningGuest> {
+  const vm = await Vm.create({ kernel: guestPath(name), memoryMiB: 16, ...options });
+  const chunks: Buffer[] = [];
+  let text = '';
+  let waiters: Array<() => void> = [];
+  vm.on('console', (chunk) => {
+    chunks.push(chunk);
+    text += chunk.toString('latin1');
+    for (const w of waiters) w();
+  });
+  vm.on('exit', () => {
+    for (const w of waiters) w();
+  });
+  const waitFor = (pattern: RegExp, timeoutMs = 60_000) =>
+    new Promise<string>((resolve, reject) => {
+      const check = () => {
+        if (pattern.test(text)) {
+          cleanup();
+          resolve(text);
+        } else if (vm.state === 'exited') {
+          cleanup();
+          reject(new Error(`the VM ended before ${pattern} appeared; output was:\n${text}`));
+        }
+      };
+      const timer = setTimeout(() => {
+        cleanup();
+        reject(new Error(`timed out waiting for ${pattern}; output was:\n${text}`));
+      }, timeoutMs);
+      const cleanup = () => {
+        clearTimeout(timer);
+        waiters = waiters.filter((w) => w !== check);
+      };
+      waiters.push(check);
+      check();
+    });
+  vm.start();
+  return { vm, output: () => text, waitFor };
+}
+
+/** Boots a guest to its end and returns what it printed and how it ended. */
+export async function runGuest(
+  name: GuestName,
+  options: Partial<VmOptions> = {},
+  input?: string,
+): Promise<{ output: string; exit: VmExit }> {
+  const guest = await startGuest(name, options);
+  if (input !== undefined) guest.vm.write(input);
+  const exit = await guest.vm.exited;
+  return { output: guest.output(), exit };
+}
