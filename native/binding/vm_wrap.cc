@@ -1,5 +1,7 @@
 #include "vm_wrap.h"
 
+#include <cmath>
+#include <optional>
 #include <vector>
 
 namespace {
@@ -7,7 +9,6 @@ namespace {
 enum class Event { kOutput, kExit };
 
 constexpr size_t kReadChunk = 256 * 1024;
-constexpr size_t kMaxDrainPerCall = 4 * 1024 * 1024;
 
 }  // namespace
 
@@ -17,12 +18,25 @@ struct VmWrap::Host {
   Napi::ThreadSafeFunction tsfn;
   Napi::FunctionReference on_console;
   Napi::FunctionReference on_exit;
-  Napi::ObjectReference self;  // strong while the VM runs, so it is not collected under its threads
+  Napi::ObjectReference self;  // weak until start(), strong while the VM runs
   std::string kernel, initrd, cmdline;
   struct vm_config config = {};
   int ops_in_flight = 0;       // pause/kill workers that still use `vm`
   bool exited = false;
   bool tsfn_released = false;
+  // Host is freed by whichever goes last: the wrapper (collected) or the thread-safe function (finalized), so a
+  // call still queued on the function never sees freed memory.
+  bool wrapper_gone = false;
+  bool tsfn_finalized = false;
+
+  void ReleaseFromWrapper() {
+    wrapper_gone = true;
+    if (!tsfn_released) {
+      tsfn_released = true;
+      tsfn.Release();
+    }
+    if (tsfn_finalized) delete this;
+  }
 
   void DestroyWhenIdle() {
     if (exited && ops_in_flight == 0 && vm) {
@@ -40,18 +54,22 @@ static void NotifyJs(VmWrap::Host* host, Event event) {
   host->tsfn.NonBlockingCall(new Event(event), [host](Napi::Env env, Napi::Function, Event* e) {
     Event ev = *e;
     delete e;
-    if (!host->vm) return;
+    if (!host->vm || host->exited) return;  // after the exit, everything was drained and delivered
     // Drain console output first: on exit, nothing the guest wrote before it ended may be lost.
     std::vector<uint8_t> buf(kReadChunk);
-    size_t total = 0;
-    for (;;) {
+    if (ev == Event::kOutput) {
       size_t n = vm_console_read(host->vm, buf.data(), buf.size());
-      if (n == 0) break;
+      if (n == 0) return;
+      NotifyJs(host, Event::kOutput);  // come back for the rest first: the callback may throw
       host->on_console.Call({Napi::Buffer<uint8_t>::Copy(env, buf.data(), n)});
-      total += n;
-      if (ev == Event::kOutput && total >= kMaxDrainPerCall) {
-        NotifyJs(host, Event::kOutput);  // let the event loop breathe; come back for the rest
-        return;
+      return;
+    }
+    std::optional<Napi::Error> console_error;  // a throwing listener must not stop the exit from being delivered
+    for (size_t n; (n = vm_console_read(host->vm, buf.data(), buf.size())) > 0;) {
+      try {
+        host->on_console.Call({Napi::Buffer<uint8_t>::Copy(env, buf.data(), n)});
+      } catch (const Napi::Error& e) {
+        if (!console_error) console_error = e;
       }
     }
     if (ev != Event::kExit) return;
@@ -64,12 +82,17 @@ static void NotifyJs(VmWrap::Host* host, Event event) {
     info.Set("message", exit.message);
     host->exited = true;
     host->DestroyWhenIdle();
-    host->on_exit.Call({info});
+    // Let go of everything that kept the VM's JavaScript side alive before calling out (the callback may throw).
     if (!host->tsfn_released) {
       host->tsfn_released = true;
       host->tsfn.Release();
     }
-    if (!host->self.IsEmpty()) host->self.Unref();
+    Napi::Function on_exit = host->on_exit.Value();
+    host->on_exit.Reset();
+    host->on_console.Reset();
+    if (!host->self.IsEmpty()) host->self.Reset();
+    on_exit.Call({info});
+    if (console_error) throw *console_error;
   });
 }
 
@@ -92,12 +115,14 @@ class CreateWorker : public Napi::AsyncWorker {
   void OnOK() override {
     Napi::Env env = Env();
     Napi::Object obj = constructor_ref(env)->New({Napi::External<VmWrap::Host>::New(env, host_)});
-    host_->self = Napi::Persistent(obj);
+    // Until start(), neither the wrapper nor the event function keeps anything alive: a VM that is dropped before
+    // it runs is collected and destroyed. start() takes both references; the exit gives them back.
+    host_->self = Napi::Weak(obj);
+    host_->tsfn.Unref(env);
     deferred_.Resolve(obj);
   }
   void OnError(const Napi::Error& e) override {
-    host_->tsfn.Release();
-    delete host_;
+    host_->ReleaseFromWrapper();  // no wrapper will ever exist
     deferred_.Reject(e.Value());
   }
 
@@ -110,8 +135,13 @@ class CreateWorker : public Napi::AsyncWorker {
 class OpWorker : public Napi::AsyncWorker {
  public:
   using Op = int (*)(struct vm*, struct vm_error*);
-  OpWorker(Napi::Env env, VmWrap::Host* host, Op op, const char* name)
-      : Napi::AsyncWorker(env, name), host_(host), op_(op), deferred_(Napi::Promise::Deferred::New(env)) {
+  // The worker holds the VM's wrapper, so it cannot be collected (and free `host`) while `op` runs.
+  OpWorker(const Napi::Object& wrapper, VmWrap::Host* host, Op op, const char* name)
+      : Napi::AsyncWorker(wrapper.Env(), name),
+        host_(host),
+        op_(op),
+        deferred_(Napi::Promise::Deferred::New(wrapper.Env())),
+        wrapper_(Napi::Persistent(wrapper)) {
     host_->ops_in_flight++;
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
@@ -137,6 +167,7 @@ class OpWorker : public Napi::AsyncWorker {
   VmWrap::Host* host_;
   Op op_;
   Napi::Promise::Deferred deferred_;
+  Napi::ObjectReference wrapper_;
 };
 
 int KillOp(struct vm* vm, struct vm_error*) {
@@ -158,7 +189,7 @@ int64_t IntProp(const Napi::Object& o, const char* key) {
   Napi::Value v = o.Get(key);
   if (!v.IsNumber()) throw Napi::TypeError::New(o.Env(), std::string("config.") + key + " must be a number");
   double d = v.As<Napi::Number>().DoubleValue();
-  if (d != static_cast<double>(static_cast<int64_t>(d)))
+  if (!std::isfinite(d) || std::fabs(d) > 9007199254740991.0 || d != std::trunc(d))
     throw Napi::TypeError::New(o.Env(), std::string("config.") + key + " must be a whole number");
   return static_cast<int64_t>(d);
 }
@@ -190,7 +221,12 @@ Napi::Value VmWrap::Create(const Napi::CallbackInfo& info) {
   if (!console_buffer.IsUndefined()) host->config.console_limit = static_cast<uint64_t>(IntProp(config, "consoleBufferBytes"));
   host->on_console = Napi::Persistent(info[1].As<Napi::Function>());
   host->on_exit = Napi::Persistent(info[2].As<Napi::Function>());
-  host->tsfn = Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "smol:vm-events", 0, 1);
+  VmWrap::Host* raw = host.get();
+  host->tsfn = Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "smol:vm-events", 0, 1,
+                                             [raw](Napi::Env) {
+                                               raw->tsfn_finalized = true;
+                                               if (raw->wrapper_gone) delete raw;
+                                             });
   auto* worker = new CreateWorker(env, host.release());
   Napi::Promise promise = worker->Promise();
   worker->Queue();
@@ -213,9 +249,11 @@ VmWrap::VmWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<VmWrap>(info) 
 
 VmWrap::~VmWrap() {
   if (!host_) return;
-  if (host_->vm) vm_destroy(host_->vm);  // only reached if the wrapper is collected while the VM still exists
-  if (!host_->tsfn_released) host_->tsfn.Release();
-  delete host_;
+  if (host_->vm) {
+    vm_destroy(host_->vm);  // a VM that never ran (or whose exit was never delivered) is dropped with its wrapper
+    host_->vm = nullptr;
+  }
+  host_->ReleaseFromWrapper();
 }
 
 static struct vm* LiveVm(const Napi::CallbackInfo& info, VmWrap::Host* host, const char* what) {
@@ -227,12 +265,14 @@ static struct vm* LiveVm(const Napi::CallbackInfo& info, VmWrap::Host* host, con
 Napi::Value VmWrap::Start(const Napi::CallbackInfo& info) {
   struct vm_error err = {};
   if (vm_start(LiveVm(info, host_, "start"), &err) < 0) throw Napi::Error::New(info.Env(), err.msg);
+  host_->tsfn.Ref(info.Env());  // a running VM keeps Node alive until it exits
+  host_->self.Ref();            // and is not collected under its threads
   return info.Env().Undefined();
 }
 
 Napi::Value VmWrap::Pause(const Napi::CallbackInfo& info) {
   LiveVm(info, host_, "pause");
-  auto* worker = new OpWorker(info.Env(), host_, vm_pause, "smol:pause");
+  auto* worker = new OpWorker(info.This().As<Napi::Object>(), host_, vm_pause, "smol:pause");
   Napi::Promise p = worker->Promise();
   worker->Queue();
   return p;
@@ -251,7 +291,7 @@ Napi::Value VmWrap::Kill(const Napi::CallbackInfo& info) {
     d.Resolve(env.Undefined());
     return d.Promise();
   }
-  auto* worker = new OpWorker(env, host_, KillOp, "smol:kill");
+  auto* worker = new OpWorker(info.This().As<Napi::Object>(), host_, KillOp, "smol:kill");
   Napi::Promise p = worker->Promise();
   worker->Queue();
   return p;

@@ -15,7 +15,8 @@ static void gdt_write(uint64_t *gdt)
 	gdt[0] = 0;
 	gdt[1] = 0x00af9b000000ffffULL;	/* 64-bit code, present, ring 0 */
 	gdt[2] = 0x00cf93000000ffffULL;	/* data, 4 GiB, writable */
-	gdt[3] = 0x008f8b000000ffffULL;	/* 64-bit TSS (busy), placeholder for the guest's own */
+	gdt[3] = 0x008f8b000000ffffULL;	/* 64-bit TSS (busy), placeholder for the guest's own; */
+	gdt[4] = 0;			/* a 64-bit TSS descriptor takes two slots */
 }
 
 /* Identity map of the first 4 GiB with 2 MiB pages: one PML4 entry, four PDPT entries, four page directories. */
@@ -72,7 +73,8 @@ int boot_setup(struct guest_mem *mem, const struct kernel_image *kernel, const s
 	bp->hdr.header = 0x53726448;		/* "HdrS" */
 	bp->hdr.loadflags |= 0x01;		/* LOADED_HIGH */
 	bp->hdr.cmd_line_ptr = (uint32_t)BOOT_CMDLINE;
-	bp->hdr.cmdline_size = (uint32_t)cmdline_len;
+	if (kernel->kind != KERNEL_BZIMAGE)
+		bp->hdr.cmdline_size = (uint32_t)cmdline_len;	/* a bzImage's field is its own maximum: keep it */
 	if (info->initrd_size) {
 		bp->hdr.ramdisk_image = (uint32_t)info->initrd_addr;
 		bp->hdr.ramdisk_size = (uint32_t)info->initrd_size;

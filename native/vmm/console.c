@@ -70,7 +70,8 @@ void console_out_put(struct console *con, uint8_t byte)
 	int notify = 0;
 
 	pthread_mutex_lock(&con->lock);
-	for (unsigned gen = con->release_gen; con->out.len >= con->out_limit && gen == con->release_gen && !con->closed;)
+	for (unsigned gen = con->release_gen; con->out.len >= con->out_limit && gen == con->release_gen && !con->closed &&
+					     !con->held;)
 		pthread_cond_wait(&con->space, &con->lock);
 	if (byte_ring_put(&con->out, &byte, 1))
 		con->out_total++;
@@ -113,6 +114,14 @@ void console_release(struct console *con)
 {
 	pthread_mutex_lock(&con->lock);
 	con->release_gen++;
+	pthread_cond_broadcast(&con->space);
+	pthread_mutex_unlock(&con->lock);
+}
+
+void console_hold(struct console *con, int held)
+{
+	pthread_mutex_lock(&con->lock);
+	con->held = held;
 	pthread_cond_broadcast(&con->space);
 	pthread_mutex_unlock(&con->lock);
 }

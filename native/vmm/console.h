@@ -26,6 +26,7 @@ struct console {
 	int out_notified;		/* the reader has been told there is output and has not drained it yet */
 	unsigned release_gen;		/* bumped to wake writers when the VM pauses */
 	int closed;			/* the VM is stopping: writers never wait again */
+	int held;			/* the VM is pausing or paused: writers do not wait until it resumes */
 	uint64_t out_total, out_dropped;
 	void (*on_output)(void *opaque);
 	void *opaque;
@@ -47,6 +48,8 @@ size_t console_out_pending(struct console *con);
 
 /* Wakes every writer waiting for room (the VM is pausing); later writers may wait again. */
 void console_release(struct console *con);
+/* While held (a pause), writers never wait, so every vCPU gets back to its run loop and parks. */
+void console_hold(struct console *con, int held);
 /* The VM is stopping and nobody may read any more: wake every writer and never let one wait again. */
 void console_close(struct console *con);
 

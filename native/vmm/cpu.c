@@ -12,7 +12,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define VCPU_KICK_SIGNAL SIGUSR2
+/* A real-time signal: JavaScript cannot listen on it, so nothing in Node can replace its handler. */
+#define VCPU_KICK_SIGNAL (SIGRTMIN + 4)
 
 #define MSR_IA32_TSC 0x10
 #define MSR_IA32_SYSENTER_CS 0x174
@@ -39,7 +40,8 @@ static void vcpu_kick_handler(int sig)
 	(void)sig;
 }
 
-static void vcpu_signal_install(void)
+/* Called on every start, so a handler some other code installed in between is put back. */
+void vcpu_signal_init(void)
 {
 	struct sigaction sa;
 
@@ -47,13 +49,6 @@ static void vcpu_signal_install(void)
 	sa.sa_handler = vcpu_kick_handler;
 	sigemptyset(&sa.sa_mask);
 	sigaction(VCPU_KICK_SIGNAL, &sa, NULL);	/* no SA_RESTART: KVM_RUN must return EINTR */
-}
-
-void vcpu_signal_init(void)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	pthread_once(&once, vcpu_signal_install);
 }
 
 void vcpu_kick(struct vcpu *cpu)
@@ -123,8 +118,10 @@ static int msrs_setup(struct vcpu *cpu, struct vm_error *err)
 		msrs.entries[i].data = boot_msrs[i].value;
 	}
 	ret = ioctl(cpu->fd, KVM_SET_MSRS, &msrs);
+	if (ret < 0)
+		return vm_error_set(err, errno, "KVM_SET_MSRS: %s", strerror(errno));
 	if (ret != n)
-		return vm_error_set(err, EIO, "KVM_SET_MSRS set %d of %d boot MSRs", ret < 0 ? 0 : ret, n);
+		return vm_error_set(err, EIO, "KVM refused boot MSR 0x%x", boot_msrs[ret].index);
 	return 0;
 }
 
@@ -166,7 +163,7 @@ int vcpu_create(struct vm *vm, int id, struct vm_error *err)
 		return vm_error_set(err, errno, "KVM_CREATE_VCPU %d: %s", id, strerror(errno));
 	size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
 	if (size < (int)sizeof(struct kvm_run))
-		return vm_error_set(err, EIO, "KVM_GET_VCPU_MMAP_SIZE: %s", strerror(errno));
+		return vm_error_set(err, EIO, "KVM_GET_VCPU_MMAP_SIZE returned %d", size);
 	cpu->run = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, cpu->fd, 0);
 	if (cpu->run == MAP_FAILED) {
 		cpu->run = NULL;
@@ -208,10 +205,10 @@ int vcpu_setup_boot(struct vcpu *cpu, uint64_t entry, struct vm_error *err)
 	sregs.es = sregs.fs = sregs.gs = sregs.ss = sregs.ds;
 	segment_set(&sregs.tr, BOOT_SEL_TSS, 11, 0);
 	sregs.gdt.base = BOOT_GDT_ADDR;
-	sregs.gdt.limit = 4 * 8 - 1;
+	sregs.gdt.limit = 5 * 8 - 1;
 	sregs.idt.base = BOOT_IDT_ADDR;
 	sregs.idt.limit = 7;
-	sregs.cr0 = 0x80050033;		/* PG | WP | NE | ET | MP | PE */
+	sregs.cr0 = 0x80050033;		/* PG | AM | WP | NE | ET | MP | PE */
 	sregs.cr3 = BOOT_PML4;
 	sregs.cr4 = 0x620;		/* OSXMMEXCPT | OSFXSR | PAE */
 	sregs.efer = 0x500;		/* LMA | LME */
@@ -232,7 +229,7 @@ void vcpu_destroy(struct vcpu *cpu)
 {
 	if (cpu->run)
 		munmap(cpu->run, cpu->run_size);
-	if (cpu->fd > 0)
+	if (cpu->fd >= 0)
 		close(cpu->fd);
 	cpu->run = NULL;
 	cpu->fd = -1;
@@ -355,8 +352,8 @@ void *vcpu_thread(void *arg)
 
 	pthread_mutex_lock(&vm->lock);
 	cpu->running = 0;
-	last = --vm->alive == 0;
-	if (last) {
+	last = --vm->alive == 0 && !vm->exit_notified;
+	if (vm->alive == 0) {
 		vm->state = VM_EXITED;
 		vm->exit_notified = 1;
 	}

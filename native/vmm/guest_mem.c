@@ -17,6 +17,7 @@ int guest_mem_init(struct guest_mem *mem, uint64_t size, struct vm_error *err)
 		int e = errno;
 
 		close(mem->fd);
+		mem->fd = -1;
 		return vm_error_set(err, e, "cannot size guest memory to %llu MiB: %s",
 				    (unsigned long long)(size >> 20), strerror(e));
 	}
@@ -25,6 +26,8 @@ int guest_mem_init(struct guest_mem *mem, uint64_t size, struct vm_error *err)
 		int e = errno;
 
 		close(mem->fd);
+		mem->fd = -1;
+		mem->host = NULL;
 		return vm_error_set(err, e, "cannot map %llu MiB of guest memory: %s",
 				    (unsigned long long)(size >> 20), strerror(e));
 	}

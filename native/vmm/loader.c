@@ -94,6 +94,9 @@ static int load_elf64(struct guest_mem *mem, int fd, const char *name, uint64_t 
 	}
 	if (!loaded)
 		return vm_error_set(err, ENOEXEC, "kernel %s: no loadable segment", name);
+	if (eh->e_entry >= 0x100000000ULL)
+		return vm_error_set(err, ENOEXEC, "kernel %s: entry point 0x%llx is above the 4 GiB the boot page tables map",
+				    name, (unsigned long long)eh->e_entry);
 	if (!entry_inside)
 		return vm_error_set(err, ENOEXEC, "kernel %s: entry point 0x%llx is not inside a loaded segment", name,
 				    (unsigned long long)eh->e_entry);
@@ -135,7 +138,7 @@ static int load_bzimage(struct guest_mem *mem, int fd, const char *name, uint64_
 		return vm_error_set(err, ENOEXEC, "kernel %s: bzImage is truncated", name);
 	pm_size = fsize - pm_off;
 	load = ((uint64_t)le32(head + BZ_PREF_ADDRESS + 4) << 32) | le32(head + BZ_PREF_ADDRESS);
-	if (load < LOADER_MIN_ADDR)
+	if (load < LOADER_MIN_ADDR || load >= 0x100000000ULL)
 		load = 0x1000000;
 	span = le32(head + BZ_INIT_SIZE) > pm_size ? le32(head + BZ_INIT_SIZE) : pm_size;
 	dst = guest_mem_ptr(mem, load, span);
@@ -162,8 +165,10 @@ int loader_load_kernel_fd(struct guest_mem *mem, int fd, const char *name, struc
 	uint64_t fsize = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (file_size(fd, &fsize) < 0)
-		return vm_error_set(err, EINVAL, "kernel %s: not a regular file", name);
+	int ret = file_size(fd, &fsize);
+
+	if (ret < 0)
+		return vm_error_set(err, -ret, "kernel %s: %s", name, ret == -EINVAL ? "not a regular file" : strerror(-ret));
 	if (fsize < sizeof(Elf64_Ehdr))
 		return vm_error_set(err, ENOEXEC, "kernel %s: not an ELF64 file or bzImage (only %llu bytes)", name,
 				    (unsigned long long)fsize);
@@ -180,7 +185,7 @@ int loader_load_kernel_fd(struct guest_mem *mem, int fd, const char *name, struc
 
 int loader_load_kernel(struct guest_mem *mem, const char *path, struct kernel_image *out, struct vm_error *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), ret;	/* a FIFO must not block us */
 
 	if (fd < 0)
 		return vm_error_set(err, errno, "kernel %s: %s", path, strerror(errno));
@@ -193,7 +198,7 @@ int loader_load_initrd(struct guest_mem *mem, const char *path, uint64_t min_add
 		       uint64_t *addr, uint64_t *size, struct vm_error *err)
 {
 	uint64_t fsize, top = max_addr < mem->low_size ? max_addr : mem->low_size, at;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), ret = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), ret = 0;
 	void *dst;
 
 	if (fd < 0)

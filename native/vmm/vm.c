@@ -45,6 +45,8 @@ static int kvm_open(struct vm *vm, struct vm_error *err)
 	if (vm->kvm_fd < 0)
 		return vm_error_set(err, errno, "cannot open /dev/kvm: %s", strerror(errno));
 	version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
+	if (version < 0)
+		return vm_error_set(err, errno, "/dev/kvm: KVM_GET_API_VERSION: %s", strerror(errno));
 	if (version != KVM_API_VERSION)
 		return vm_error_set(err, ENOTSUP, "/dev/kvm speaks KVM API %d; the VMM needs %d", version,
 				    KVM_API_VERSION);
@@ -206,8 +208,9 @@ int vm_start(struct vm *vm, struct vm_error *err)
 
 	vcpu_signal_init();
 	pthread_mutex_lock(&vm->lock);
-	if (vm->state != VM_CREATED) {
-		ret = vm_error_set(err, EINVAL, "cannot start: the VM is %s", vm_state_name(vm->state));
+	if (vm->state != VM_CREATED || vm->stop_req) {
+		ret = vm_error_set(err, EINVAL, "cannot start: the VM is %s",
+				   vm->stop_req ? "being stopped" : vm_state_name(vm->state));
 		goto out;
 	}
 	vm->state = VM_RUNNING;
@@ -225,6 +228,8 @@ int vm_start(struct vm *vm, struct vm_error *err)
 	}
 out:
 	pthread_mutex_unlock(&vm->lock);
+	if (ret < 0 && vm->alive)
+		vm_end(vm, VM_EXIT_ERROR, 0, "%s", err ? err->msg : "cannot start every vCPU");
 	return ret;
 }
 
@@ -248,7 +253,7 @@ int vm_pause(struct vm *vm, struct vm_error *err)
 	vm->pause_req = 1;
 	vm_kick_all(vm);
 	pthread_mutex_unlock(&vm->lock);
-	console_release(&vm->console);	/* a vCPU waiting for console room must get back to its run loop */
+	console_hold(&vm->console, 1);	/* a vCPU waiting for console room must get back to its run loop */
 
 	pthread_mutex_lock(&vm->lock);
 	while (vm->parked < vm->alive && !vm->stop_req)
@@ -272,6 +277,7 @@ int vm_resume(struct vm *vm, struct vm_error *err)
 	vm->state = VM_RUNNING;
 	pthread_cond_broadcast(&vm->cond);
 	pthread_mutex_unlock(&vm->lock);
+	console_hold(&vm->console, 0);
 	return 0;
 }
 
