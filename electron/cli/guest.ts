@@ -13,7 +13,7 @@ export const GUEST_HELP = `Usage: smol guest build [--force] [--json]
 build   Builds the Linux guest kernel (Debian's linux-source, tinyconfig plus
         resources/guest-kernel/smol.config) and the base initramfs (busybox-static and
         resources/guest-initramfs) into the cache, unless they are there already. Installs the
-        Debian packages it needs when run as root. The kernel takes 5 to 10 minutes on 2 cores.
+        Debian packages it needs when run as root. The kernel takes 10 to 20 minutes on 2 cores.
 info    Says which kernel and initramfs are current, where they are, and whether they
         still match the recipe in this checkout.
 

@@ -3,6 +3,7 @@ import { closeSync, existsSync, openSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { packageRoot } from '../package-root.js';
+import { findGuestAssets } from '../guest/guest-assets.js';
 import { guestCacheDir, tinyGuestDir } from '../smol-dirs.js';
 import { loadNative, nativeModulePath, type KvmProbe } from '../vmm/native.js';
 
@@ -13,7 +14,8 @@ export interface HostFacts {
   pvmModule: boolean;
   native: { loaded: boolean; path: string; error?: string };
   tinyGuests: { dir: string; files: string[] };
-  linuxGuest: { dir: string; files: string[] };
+  /** The current Linux guest build (absolute paths), as smol guest build recorded it; null where missing. */
+  linuxGuest: { dir: string; kernel: string | null; initramfs: string | null };
   electron: { installed: boolean; binary?: string; error?: string };
   chromium: { path: string; present: boolean };
 }
@@ -66,13 +68,17 @@ export function gatherHostFacts(env: NodeJS.ProcessEnv = process.env): HostFacts
     native = { loaded: false, path: nativeModulePath, error: (err as Error).message };
     kvm = { ...probeKvmWithoutNative(), probedBy: 'filesystem' };
   }
-  const linuxGuestDir = guestCacheDir(env);
+  const linuxGuest = findGuestAssets(env);
   return {
     kvm,
     pvmModule: existsSync('/sys/module/kvm_pvm'),
     native,
     tinyGuests: { dir: tinyGuestDir, files: listDir(tinyGuestDir, (name) => name.endsWith('.elf')) },
-    linuxGuest: { dir: linuxGuestDir, files: listDir(linuxGuestDir) },
+    linuxGuest: {
+      dir: guestCacheDir(env),
+      kernel: linuxGuest.kernel ?? null,
+      initramfs: linuxGuest.initramfs ?? null,
+    },
     electron: findElectron(),
     chromium: { path: CHROMIUM_PATH, present: existsSync(CHROMIUM_PATH) },
   };

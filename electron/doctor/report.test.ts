@@ -33,7 +33,11 @@ function healthyHost(): HostFacts {
     pvmModule: false,
     native: { loaded: true, path: '/smol/native/build/Release/smol.node' },
     tinyGuests: { dir: '/smol/native/out/guests', files: ['echo.elf', 'hello.elf'] },
-    linuxGuest: { dir: '/cache/smol-studio/guest', files: ['initramfs.cpio.gz', 'vmlinux'] },
+    linuxGuest: {
+      dir: '/cache/smol-studio/guest',
+      kernel: '/cache/smol-studio/guest/kernel-abc/vmlinux',
+      initramfs: '/cache/smol-studio/guest/initramfs-def.cpio',
+    },
     electron: { installed: true, binary: '/smol/node_modules/electron/dist/electron' },
     chromium: { path: '/usr/bin/chromium', present: true },
   };
@@ -56,7 +60,10 @@ describe('smol doctor report', () => {
     ]);
     expect(report.kvm).toMatchObject({ present: true, usable: true, implementation: 'hardware', apiVersion: 12 });
     expect(report.kvm.missing).toEqual([]);
-    expect(report.assets.linuxGuest).toMatchObject({ kernel: 'vmlinux', initramfs: 'initramfs.cpio.gz' });
+    expect(report.assets.linuxGuest).toMatchObject({
+      kernel: '/cache/smol-studio/guest/kernel-abc/vmlinux',
+      initramfs: '/cache/smol-studio/guest/initramfs-def.cpio',
+    });
   });
 
   it('a PVM guest without /dev/kvm is told to use the KVM lab', () => {
@@ -157,7 +164,7 @@ describe('smol doctor report', () => {
   it('missing guest assets are warnings with the command that builds them', () => {
     const facts = healthyHost();
     facts.tinyGuests.files = [];
-    facts.linuxGuest.files = ['vmlinux'];
+    facts.linuxGuest.initramfs = null;
     const report = buildDoctorReport(facts);
     expect(check(report.checks, 'tiny-guests')).toMatchObject({ status: 'warn', fix: 'make -C native guests' });
     expect(check(report.checks, 'linux-guest')).toMatchObject({

@@ -18,7 +18,6 @@ export const REQUIRED_CAPABILITIES = ['USER_MEMORY', 'IRQCHIP', 'PIT2', 'SET_TSS
 /** Capabilities virtio devices, snapshots and dirty tracking use; without them those features fail. */
 export const FEATURE_CAPABILITIES = ['IOEVENTFD', 'IRQFD', 'XSAVE', 'XCRS', 'KVMCLOCK_CTRL', 'DIRTY_LOG_RING'];
 
-const LINUX_KERNEL_NAMES = ['vmlinux', 'bzImage'];
 const LAB_FIX = 'npm run lab -- <command>';
 const NATIVE_FIX = 'npm run build:native';
 const NEWER_KERNEL_FIX = 'run a newer host kernel (Linux 5.10 or later)';
@@ -123,8 +122,7 @@ export function buildDoctorReport(facts: HostFacts): DoctorReport {
   const missing = capabilityNames(kvm).all.filter((cap) => kvm.capabilities[cap] !== true);
   // The native probe lists capabilities whenever /dev/kvm opened, even when a missing one makes KVM unusable.
   const opened = kvm.probedBy === 'native' ? kvm.apiVersion !== undefined : kvm.usable;
-  const linuxKernel = facts.linuxGuest.files.find((file) => LINUX_KERNEL_NAMES.includes(file)) ?? null;
-  const initramfs = facts.linuxGuest.files.find((file) => file.startsWith('initramfs')) ?? null;
+  const { kernel: linuxKernel, initramfs } = facts.linuxGuest;
 
   const checks: Check[] = [kvmCheck(kvm, pvmGuest)];
   if (kvm.present) checks.push(implementationCheck(kvm));
@@ -143,7 +141,7 @@ export function buildDoctorReport(facts: HostFacts): DoctorReport {
   const { dir } = facts.linuxGuest;
   checks.push(
     linuxKernel && initramfs
-      ? { name: 'linux-guest', status: 'ok', message: `${linuxKernel} and ${initramfs} in ${dir}` }
+      ? { name: 'linux-guest', status: 'ok', message: `${linuxKernel} and ${initramfs}` }
       : {
           name: 'linux-guest',
           status: 'warn',

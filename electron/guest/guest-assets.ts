@@ -8,9 +8,9 @@
 //     current.json                        the kernel and initramfs `smol guest build` built or found last
 //     logs/                               the output of the last kernel build for each hash
 //
-// Entries are published atomically (written under a temporary name, then renamed), so a reader sees either
+// Entries are published atomically (written under a temporary name, flushed, then renamed), so a reader sees either
 // nothing or a complete entry. current.json holds paths relative to the guest directory.
-import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { guestCacheDir } from '../smol-dirs.js';
 
@@ -83,11 +83,22 @@ export function readCurrentGuest(guestDir: string): CurrentGuest | null {
   return current;
 }
 
-/** Writes `<path>` atomically: a temporary file in the same directory, then a rename. */
+/** Flushes a file to disk, so that a rename after it cannot publish an empty file after a crash. */
+export function syncFile(file: string): void {
+  const fd = openSync(file, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Writes `<path>` atomically: a temporary file in the same directory, flushed, then a rename. */
 export function writeFileAtomic(file: string, data: string | Buffer): void {
   const tmp = `${file}.tmp-${process.pid}-${Date.now()}`;
   try {
     writeFileSync(tmp, data);
+    syncFile(tmp);
     renameSync(tmp, file);
   } finally {
     rmSync(tmp, { force: true });

@@ -5,7 +5,6 @@ import {
   copyFileSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readFileSync,
   readdirSync,
   rmSync,
@@ -16,7 +15,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { packageRoot } from '../package-root.js';
 import type { ProgressCallback } from './build-progress.js';
-import { kernelDirName, publishEntry, type CurrentKernel } from './guest-assets.js';
+import { createBuildDir, removeAbandonedBuildDirs } from './build-dir.js';
+import { kernelDirName, publishEntry, syncFile, type CurrentKernel } from './guest-assets.js';
 import { ensurePackages, type PackageTools } from './host-packages.js';
 import { findDroppedOptions, formatDroppedOptions } from './kconfig-fragment.js';
 import { runLogged } from './logged-command.js';
@@ -25,6 +25,7 @@ import { runLogged } from './logged-command.js';
 export const KERNEL_RECIPE_VERSION = 1;
 export const KERNEL_FRAGMENT = path.join(packageRoot, 'resources', 'guest-kernel', 'smol.config');
 const KERNEL_FRAGMENT_NAME = path.basename(KERNEL_FRAGMENT);
+const BUILD_DIR_PREFIX = 'build-kernel-';
 export const KERNEL_PACKAGES = [
   'linux-source',
   'build-essential',
@@ -134,6 +135,9 @@ export async function buildKernel(options: KernelBuildOptions): Promise<KernelBu
     vmlinux: path.join(kernelDirName(hash), 'vmlinux'),
     bzImage: path.join(kernelDirName(hash), 'bzImage'),
   };
+  for (const name of removeAbandonedBuildDirs(guestDir, BUILD_DIR_PREFIX)) {
+    report({ step: 'kernel', detail: `removed ${name}, left behind by a build that died` });
+  }
   if (existsSync(path.join(dir, 'vmlinux')) && !options.force) {
     report({ step: 'kernel', detail: `cached ${kernelDirName(hash)} (${source.package} ${source.version})` });
     return { current, dir, cached: true, info: readKernelBuildInfo(dir) };
@@ -144,7 +148,7 @@ export async function buildKernel(options: KernelBuildOptions): Promise<KernelBu
   const log = path.join(guestDir, 'logs', `kernel-${hash}.log`);
   writeFileSync(log, `smol guest build: kernel ${hash} from ${source.package} ${source.version}\n`);
   // Under the cache, not /tmp: the tree is about 1.5 GB once built, more than a tmpfs /tmp usually has.
-  const work = mkdtempSync(path.join(guestDir, 'build-kernel-'));
+  const work = createBuildDir(guestDir, BUILD_DIR_PREFIX);
   try {
     const src = path.join(work, 'linux');
     mkdirSync(src);
@@ -179,7 +183,8 @@ export async function buildKernel(options: KernelBuildOptions): Promise<KernelBu
       const cc = /^\s+CC\s+(\S+)/.exec(line);
       if (!cc) return;
       compiled += 1;
-      report({ step: 'kernel compile', detail: cc[1]!, fraction: Math.min(0.99, compiled / expected) });
+      const file = cc[1]!.startsWith(`${src}/`) ? cc[1]!.slice(src.length + 1) : cc[1]!; // objtool prints full paths
+      report({ step: 'kernel compile', detail: file, fraction: Math.min(0.99, compiled / expected) });
     });
     report({ step: 'kernel compile', detail: `${compiled} files compiled`, fraction: 1 });
 
@@ -205,10 +210,12 @@ export async function buildKernel(options: KernelBuildOptions): Promise<KernelBu
       },
     };
     writeFileSync(path.join(staging, 'build.json'), JSON.stringify(info, null, 2) + '\n');
+    for (const name of ['vmlinux', 'bzImage', 'config', 'build.json']) syncFile(path.join(staging, name));
     publishEntry(staging, dir, { replace: options.force === true });
     report({ step: 'kernel install', detail: `${kernelDirName(hash)} (Linux ${info.release})`, fraction: 1 });
     return { current, dir, cached: false, info };
   } finally {
+    report({ step: 'kernel cleanup', detail: `removing the build tree ${work}` });
     rmSync(work, { recursive: true, force: true });
   }
 }
