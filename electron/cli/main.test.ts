@@ -35,12 +35,19 @@ describe('smol command line', () => {
   });
 
   it('every command has --help on stdout with status 0', async () => {
-    for (const command of ['boot', 'doctor', 'bench']) {
+    for (const command of ['boot', 'doctor', 'bench', 'guest', 'validate']) {
       const output = captureOutput();
       expect(await main([command, '--help'])).toBe(0);
       expect(output.out()).toMatch(new RegExp(`^Usage: smol ${command}`));
       vi.restoreAllMocks();
     }
+  });
+
+  it('the command list keeps a gap between each name and its summary', async () => {
+    const output = captureOutput();
+    expect(await main(['--help'])).toBe(0);
+    expect(output.out()).toMatch(/^ {2}validate {2}check a Smolfile/m);
+    expect(output.out()).toMatch(/^ {2}boot {6}boot a kernel/m);
   });
 
   it('no command prints the usage on stderr with status 2', async () => {

@@ -7,19 +7,23 @@ import { runBoot } from './boot.js';
 import { runDoctor } from './doctor.js';
 import { CommandError, EXIT_USAGE, UsageError } from './errors.js';
 import { runGuest } from './guest.js';
+import { runValidate } from './validate.js';
 
 const COMMANDS: Record<string, { summary: string; run: (argv: string[]) => Promise<number> }> = {
   boot: { summary: 'boot a kernel with its serial console on this terminal', run: runBoot },
   doctor: { summary: 'check that this machine can run VMs, and say how to fix it', run: runDoctor },
   bench: { summary: 'run a benchmark and print medians and p90', run: runBench },
   guest: { summary: 'build or inspect the Linux guest kernel and initramfs', run: runGuest },
+  validate: { summary: 'check a Smolfile and print its problems with their lines', run: runValidate },
 };
+
+const NAME_WIDTH = Math.max(...Object.keys(COMMANDS).map((name) => name.length)) + 2;
 
 export const MAIN_HELP = `Usage: smol <command> [options]
 
 Commands:
 ${Object.entries(COMMANDS)
-  .map(([name, { summary }]) => `  ${name.padEnd(8)}${summary}`)
+  .map(([name, { summary }]) => `  ${name.padEnd(NAME_WIDTH)}${summary}`)
   .join('\n')}
 
 Run smol <command> --help for a command's options. smol --version prints the version.

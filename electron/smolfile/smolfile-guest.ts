@@ -1,0 +1,103 @@
+// What a Smolfile boots: `image`, `kernel`, `initrd` and `cmdline` (docs/smolfile.md, "What boots").
+import { accessSync, constants, statSync } from 'node:fs';
+import path from 'node:path';
+import type { ProblemList } from './smolfile-problems.js';
+import type { TomlTable } from './toml-values.js';
+import { describeValue, expected, readString } from './toml-values.js';
+import { VM_LIMITS } from '../vmm/vm-options.js';
+
+/** The root filesystem and guest agent a VM boots with. */
+export type SmolfileImage = { kind: 'builtin' } | { kind: 'debian'; suite: string };
+
+export interface SmolfileGuest {
+  image: SmolfileImage | null;
+  kernel: string | null;
+  initrd: string | null;
+  cmdline: string;
+}
+
+const SUPPORTED_IMAGES = '"builtin" or "debian:<suite>" such as "debian:bookworm" (the images supported so far)';
+
+function readImage(problems: ProblemList, value: unknown): SmolfileImage | undefined {
+  if (typeof value !== 'string') return expected(problems, ['image'], SUPPORTED_IMAGES, value);
+  if (value === 'builtin') return { kind: 'builtin' };
+  const debian = /^debian:([a-z][a-z0-9-]*)$/.exec(value);
+  if (debian?.[1]) return { kind: 'debian', suite: debian[1] };
+  const found = describeValue(value, problems.raw(['image']));
+  const note = /^debian(:|$)/.test(value)
+    ? ' (a Debian suite is a lower-case name such as bookworm, trixie or stable)'
+    : '; OCI images and other references are not supported yet';
+  problems.error(['image'], `\`image\`: expected ${SUPPORTED_IMAGES}, found ${found}${note}`);
+  return undefined;
+}
+
+/** A host file named relative to the Smolfile's directory; it must be a readable regular file. */
+function readHostFile(problems: ProblemList, key: string, value: unknown, dir: string): string | undefined {
+  const given = readString(problems, [key], value, 'a file path');
+  if (given === undefined) return undefined;
+  if (given === '') return expected(problems, [key], 'a file path', value);
+  const resolved = path.resolve(dir, given);
+  const fail = (why: string) => {
+    problems.error([key], `\`${key}\`: ${why}`);
+    return undefined;
+  };
+  try {
+    if (!statSync(resolved).isFile()) return fail(`${resolved} is not a regular file`);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') return fail(`cannot use ${resolved}: ${code ?? String(err)}`);
+    const relative = path.isAbsolute(given) ? '' : ` (relative paths start from the Smolfile's directory, ${dir})`;
+    const tilde = given.startsWith('~') ? '; ~ is not expanded' : '';
+    return fail(`no such file: ${resolved}${relative}${tilde}`);
+  }
+  try {
+    accessSync(resolved, constants.R_OK);
+  } catch {
+    return fail(`${resolved} is not readable by this user`);
+  }
+  return resolved;
+}
+
+function readCmdline(problems: ProblemList, value: unknown): string | undefined {
+  const cmdline = readString(problems, ['cmdline'], value);
+  if (cmdline === undefined) return undefined;
+  if (cmdline.includes('\0')) return expected(problems, ['cmdline'], 'a command line without NUL characters', value);
+  const bytes = Buffer.byteLength(cmdline);
+  if (bytes > VM_LIMITS.cmdlineMaxBytes) {
+    problems.error(['cmdline'], `\`cmdline\`: expected at most ${VM_LIMITS.cmdlineMaxBytes} bytes, found ${bytes}`);
+    return undefined;
+  }
+  return cmdline;
+}
+
+/**
+ * No `image` and no `kernel`: the builtin image. `kernel` without `image`: a bare kernel, booted as it is with its
+ * `initrd`. `image` with `kernel`: that kernel with the image's root filesystem. An `initrd` goes with a bare kernel
+ * only, since every image brings its own.
+ */
+export function readGuest(problems: ProblemList, document: TomlTable, dir: string): SmolfileGuest {
+  const image =
+    document.image === undefined
+      ? document.kernel === undefined
+        ? { kind: 'builtin' as const }
+        : null
+      : readImage(problems, document.image);
+  const kernel = document.kernel === undefined ? null : readHostFile(problems, 'kernel', document.kernel, dir);
+  const initrd = document.initrd === undefined ? null : readHostFile(problems, 'initrd', document.initrd, dir);
+  if (document.initrd !== undefined && document.kernel === undefined) {
+    problems.error(
+      ['initrd'],
+      '`initrd` needs a `kernel` to boot with: an initrd is for a bare kernel (`kernel` and `initrd`, no `image`)',
+    );
+  } else if (document.initrd !== undefined && document.image !== undefined) {
+    problems.error(
+      ['initrd'],
+      '`initrd` is for a bare kernel (`kernel` and no `image`); an image brings its own root filesystem, ' +
+        'so remove `image` or `initrd`',
+    );
+  }
+  const cmdline = document.cmdline === undefined ? '' : readCmdline(problems, document.cmdline);
+  // When any of these failed, the problems say so and the caller discards the result; the fallbacks only keep the
+  // type simple.
+  return { image: image ?? null, kernel: kernel ?? null, initrd: initrd ?? null, cmdline: cmdline ?? '' };
+}

@@ -1,0 +1,125 @@
+// What runs in the guest, through its agent: the workload command, its environment, `init` and `[health]`
+// (docs/smolfile.md, "What runs").
+import type { ProblemList } from './smolfile-problems.js';
+import {
+  expected,
+  readDuration,
+  readInteger,
+  readString,
+  readStringArray,
+  readTable,
+  type TomlTable,
+} from './toml-values.js';
+
+/** Keys that need the guest agent, so a bare kernel cannot have them. */
+export const AGENT_KEYS = ['entrypoint', 'cmd', 'env', 'workdir', 'user', 'init', 'health'] as const;
+
+export interface SmolfileWorkload {
+  entrypoint: string[] | null;
+  cmd: string[] | null;
+  env: Record<string, string>;
+  workdir: string | null;
+  user: string | null;
+  init: string[];
+}
+
+export interface SmolfileHealth {
+  /** The check's argv, run in the guest; exit status 0 is healthy. */
+  exec: string[];
+  intervalMs: number;
+  timeoutMs: number;
+  /** How long after the guest is ready before the first check. */
+  startupGraceMs: number;
+  /** Consecutive failures before the VM counts as unhealthy. */
+  retries: number;
+}
+
+export const HEALTH_DEFAULTS = { intervalMs: 10_000, timeoutMs: 5_000, startupGraceMs: 0, retries: 3 } as const;
+
+const DAY_MS = 24 * 3_600_000;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const USER = /^[^\s:]+(:[^\s:]+)?$/;
+
+function readEnv(problems: ProblemList, value: unknown): Record<string, string> | undefined {
+  const entries = readStringArray(problems, ['env'], value);
+  if (!entries) return undefined;
+  const env = new Map<string, string>();
+  const firstIndex = new Map<string, number>();
+  let ok = true;
+  entries.forEach((entry, index) => {
+    const equals = entry.indexOf('=');
+    const name = equals < 0 ? entry : entry.slice(0, equals);
+    if (equals < 0 || !ENV_NAME.test(name)) {
+      const why = equals < 0 ? ' (no =)' : ' (a name is letters, digits and _, not starting with a digit)';
+      problems.error(['env', index], `\`env[${index}]\`: expected "NAME=value", found ${JSON.stringify(entry)}${why}`);
+      ok = false;
+      return;
+    }
+    const first = firstIndex.get(name);
+    if (first === undefined) firstIndex.set(name, index);
+    else {
+      const line = problems.where(['env', first]).line;
+      problems.warning(
+        ['env', index],
+        `\`env[${index}]\` sets ${name} again (first at line ${line}); the last one wins`,
+      );
+    }
+    env.set(name, entry.slice(equals + 1));
+  });
+  return ok ? Object.fromEntries(env) : undefined;
+}
+
+/**
+ * The workload keys. When one of them is wrong the problems say so and the caller discards the result; the
+ * fallbacks in it only keep its type simple.
+ */
+export function readWorkload(problems: ProblemList, document: TomlTable): SmolfileWorkload {
+  const read = <T>(key: string, reader: (value: unknown) => T | undefined): T | null =>
+    document[key] === undefined ? null : (reader(document[key]) ?? null);
+  return {
+    entrypoint: read('entrypoint', (value) => readStringArray(problems, ['entrypoint'], value)),
+    cmd: read('cmd', (value) => readStringArray(problems, ['cmd'], value)),
+    env: read('env', (value) => readEnv(problems, value)) ?? {},
+    workdir: read('workdir', (value) => {
+      const dir = readString(problems, ['workdir'], value, 'an absolute path in the guest');
+      return dir === undefined || dir.startsWith('/')
+        ? dir
+        : expected(problems, ['workdir'], 'an absolute path', value);
+    }),
+    user: read('user', (value) => {
+      const what = 'a user name or uid, optionally with :group';
+      const name = readString(problems, ['user'], value, what);
+      return name === undefined || USER.test(name) ? name : expected(problems, ['user'], what, value);
+    }),
+    init: read('init', (value) => readStringArray(problems, ['init'], value)) ?? [],
+  };
+}
+
+export function readHealth(problems: ProblemList, value: unknown): SmolfileHealth | undefined {
+  const table = readTable(problems, ['health'], value);
+  if (!table) return undefined;
+  let exec: string[] | undefined;
+  if (table.exec === undefined) {
+    problems.error(
+      ['health'],
+      '`health.exec` is missing: a health check needs a command, such as ["test", "-e", "/ready"]',
+    );
+  } else {
+    exec = readStringArray(problems, ['health', 'exec'], table.exec);
+    if (exec?.length === 0) exec = expected(problems, ['health', 'exec'], 'a non-empty array of strings', table.exec);
+  }
+  const duration = (key: string, minMs: number, fallback: number) =>
+    table[key] === undefined ? fallback : readDuration(problems, ['health', key], table[key], { minMs, maxMs: DAY_MS });
+  const health = {
+    exec,
+    intervalMs: duration('interval', 1, HEALTH_DEFAULTS.intervalMs),
+    timeoutMs: duration('timeout', 1, HEALTH_DEFAULTS.timeoutMs),
+    startupGraceMs: duration('startup_grace', 0, HEALTH_DEFAULTS.startupGraceMs),
+    retries:
+      table.retries === undefined
+        ? HEALTH_DEFAULTS.retries
+        : readInteger(problems, ['health', 'retries'], table.retries, { min: 1, max: 1000 }),
+  };
+  if (Object.values(health).some((field) => field === undefined)) return undefined;
+  return health as SmolfileHealth;
+}
