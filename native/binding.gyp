@@ -5,6 +5,8 @@
       "sources": [
         "binding/addon.cc",
         "binding/vm_wrap.cc",
+        "vmm/acpi.c",
+        "vmm/acpi_sleep.c",
         "vmm/boot.c",
         "vmm/console.c",
         "vmm/cpu.c",
@@ -17,6 +19,7 @@
         "vmm/kvm_probe.c",
         "vmm/loader.c",
         "vmm/mptable.c",
+        "vmm/pvpanic.c",
         "vmm/serial.c",
         "vmm/uart.c",
         "vmm/vm.c"

@@ -28,7 +28,7 @@ export interface NativeVmConfig {
 }
 
 export type VmState = 'created' | 'running' | 'paused' | 'exited';
-export type VmExitReason = 'reset' | 'poweroff' | 'shutdown' | 'killed' | 'error';
+export type VmExitReason = 'reset' | 'poweroff' | 'shutdown' | 'panic' | 'killed' | 'error';
 
 export interface VmExit {
   reason: VmExitReason;

@@ -1,7 +1,8 @@
 /*
  * Brings up every other vCPU the MP table lists, the way an OS does: INIT-SIPI-SIPI through the local APIC to a
  * real-mode trampoline at 0x8000, which climbs to long mode on the VMM's page tables. Each AP says hello; the BSP
- * powers off with code 0 when all of them did, or code 1 if one never came up.
+ * powers off with code 0 when all of them did, or code 1 (naming the missing ones) if one had not come up after
+ * about 2^35 TSC cycles (10 to 20 s), so a lost wake-up ends the guest instead of hanging it.
  */
 #include "guest.h"
 
@@ -70,6 +71,25 @@ __asm__(".text\n"
 	"tramp_stack: .quad 0\n"
 	"tramp_end:\n");
 
+static volatile uint8_t ap_up[MAX_CPUS];
+
+static inline uint64_t rdtsc(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+}
+
+/* A busy wait of `cycles` TSC cycles: the start-up delays of the MP spec, which real OSes keep under KVM too. */
+static void tsc_delay(uint64_t cycles)
+{
+	uint64_t start = rdtsc();
+
+	while (rdtsc() - start < cycles)
+		__asm__ volatile("pause");
+}
+
 static inline uint32_t lapic_read(unsigned reg) { return *(volatile uint32_t *)(LAPIC + reg); }
 static inline void lapic_write(unsigned reg, uint32_t v) { *(volatile uint32_t *)(LAPIC + reg) = v; }
 
@@ -93,6 +113,8 @@ __attribute__((noreturn)) void ap_main(void)
 	uart_putu(id);
 	uart_puts(" up\n");
 	unlock();
+	if (id < MAX_CPUS)
+		ap_up[id] = 1;
 	__atomic_fetch_add(&ap_started, 1, __ATOMIC_SEQ_CST);
 	for (;;)
 		__asm__ volatile("cli; hlt");
@@ -150,10 +172,12 @@ int main(const uint8_t *bp)
 	lapic_write(LAPIC_SVR, 0x1ff);	/* software-enable the local APIC */
 	for (int id = 1; id < cpus; id++) {
 		icr_send((uint32_t)id, 0x4500);			/* INIT, assert */
+		tsc_delay(1u << 24);				/* ~10 ms */
 		icr_send((uint32_t)id, 0x4600 | (TRAMPOLINE >> 12));	/* STARTUP */
+		tsc_delay(1u << 20);				/* ~300 us */
 		icr_send((uint32_t)id, 0x4600 | (TRAMPOLINE >> 12));
 	}
-	for (uint64_t spin = 0; ap_started < cpus - 1 && spin < 2000000000ULL; spin++)
+	for (uint64_t start = rdtsc(); ap_started < cpus - 1 && rdtsc() - start < (1ULL << 35);)
 		__asm__ volatile("pause");
 	lock();
 	uart_puts("smp: ");
@@ -161,6 +185,13 @@ int main(const uint8_t *bp)
 	uart_puts(" of ");
 	uart_putu((uint64_t)cpus);
 	uart_puts(" cpus up\n");
+	for (int id = 1; id < cpus; id++) {
+		if (!ap_up[id]) {
+			uart_puts("smp: cpu ");
+			uart_putu((uint64_t)id);
+			uart_puts(" never came up\n");
+		}
+	}
 	unlock();
 	return ap_started == cpus - 1 ? 0 : 1;
 }

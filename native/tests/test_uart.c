@@ -79,6 +79,8 @@ TEST(lsr_reports_empty_transmitter_and_data_ready_only_when_data_waits)
 	struct uart u;
 
 	uart_setup(&u, &h);
+	uart_write(&u, UART_MCR, UART_MCR_OUT2);
+	uart_write(&u, UART_IER, UART_IER_RDI);
 	CHECK_EQ_INT(uart_read(&u, UART_LSR), UART_LSR_THRE | UART_LSR_TEMT);
 	host_types(&u, &h, "x", 1);
 	CHECK_EQ_INT(uart_read(&u, UART_LSR), UART_LSR_THRE | UART_LSR_TEMT | UART_LSR_DR);
@@ -116,6 +118,8 @@ static void read_100_bytes_in_order(unsigned fcr)
 
 	uart_setup(&u, &h);
 	uart_write(&u, UART_FCR, (uint8_t)fcr);
+	uart_write(&u, UART_MCR, UART_MCR_OUT2);
+	uart_write(&u, UART_IER, UART_IER_RDI);
 	for (int i = 0; i < 100; i++)
 		input[i] = (uint8_t)(i + 1);
 	host_types(&u, &h, input, sizeof(input));
@@ -147,6 +151,7 @@ TEST(waiting_input_raises_the_rx_interrupt_until_read)
 
 	uart_setup(&u, &h);
 	uart_write(&u, UART_FCR, UART_FCR_ENABLE);
+	uart_write(&u, UART_MCR, UART_MCR_OUT2);
 	uart_write(&u, UART_IER, UART_IER_RDI);
 	CHECK_EQ_INT(irq_level(&h), 0);
 	host_types(&u, &h, "abc", 3);
@@ -167,6 +172,7 @@ TEST(rx_interrupt_without_fifo_reports_plain_rdi)
 	struct uart u;
 
 	uart_setup(&u, &h);
+	uart_write(&u, UART_MCR, UART_MCR_OUT2);
 	uart_write(&u, UART_IER, UART_IER_RDI);
 	host_types(&u, &h, "a", 1);
 	CHECK_EQ_INT(irq_level(&h), 1);
@@ -254,7 +260,8 @@ TEST(loopback_echoes_thr_into_rbr_without_transmitting_and_mirrors_modem_lines)
 		uart_write(&u, UART_MCR, UART_MCR_LOOP | lines[i].mcr);
 		CHECK_EQ_INT(uart_read(&u, UART_MSR) & 0xf0, lines[i].msr);
 	}
-	uart_write(&u, UART_MCR, 0x0b);			/* loopback off: the typed input arrives */
+	uart_write(&u, UART_MCR, 0x0b);			/* loopback off, OUT2 on */
+	uart_write(&u, UART_IER, UART_IER_RDI);		/* and the driver ready to receive: the typed input arrives */
 	CHECK_EQ_INT(uart_read(&u, UART_RBR), 't');
 	uart_exit(&u);
 }
@@ -266,12 +273,84 @@ TEST(fcr_clear_rx_empties_the_fifo)
 
 	uart_setup(&u, &h);
 	uart_write(&u, UART_FCR, UART_FCR_ENABLE);
+	uart_write(&u, UART_MCR, UART_MCR_OUT2);
+	uart_write(&u, UART_IER, UART_IER_RDI);
 	host_types(&u, &h, "stale", 5);
 	CHECK(uart_read(&u, UART_LSR) & UART_LSR_DR);
 	uart_write(&u, UART_FCR, UART_FCR_ENABLE | UART_FCR_CLEAR_RX);
 	CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_DR, 0);
 	host_types(&u, &h, "new", 3);
 	CHECK_EQ_INT(uart_read(&u, UART_RBR), 'n');
+	uart_exit(&u);
+}
+
+/* Linux's 8250 start-up, with input typed during boot: nothing may be lost to its FIFO clears and dummy reads. */
+TEST(host_input_waits_until_the_receive_interrupt_is_enabled)
+{
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	host_types(&u, &h, "early", 5);
+	CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_DR, 0);
+	uart_write(&u, UART_IER, 0x0f);			/* the probe's IER test, OUT2 still clear */
+	uart_write(&u, UART_IER, 0);
+	uart_write(&u, UART_FCR, UART_FCR_ENABLE | UART_FCR_CLEAR_RX | 0x04);	/* and clear TX */
+	uart_write(&u, UART_FCR, 0);
+	for (int round = 0; round < 2; round++) {	/* "clear the interrupt registers", twice */
+		uart_read(&u, UART_LSR);
+		uart_read(&u, UART_RBR);
+		uart_read(&u, UART_IIR);
+		uart_read(&u, UART_MSR);
+	}
+	CHECK_EQ_INT(h.in_pos, 0);
+	uart_write(&u, UART_FCR, UART_FCR_ENABLE);
+	uart_write(&u, UART_MCR, 0x0b);			/* DTR, RTS, OUT2 */
+	uart_write(&u, UART_IER, UART_IER_RDI | UART_IER_RLSI);
+	CHECK_EQ_INT(uart_read(&u, UART_IIR) & 0x0f, UART_IIR_RDI);	/* 5 bytes, trigger level 1 */
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ_INT(uart_read(&u, UART_RBR), "early"[i]);
+	uart_exit(&u);
+}
+
+TEST(clearing_the_receive_interrupt_throttles_input_but_keeps_the_fifo)
+{
+	struct fake_host h;
+	struct uart u;
+	uint8_t input[40];
+
+	memset(input, 'a', sizeof(input));
+	uart_setup(&u, &h);
+	uart_write(&u, UART_FCR, UART_FCR_ENABLE);
+	uart_write(&u, UART_MCR, UART_MCR_OUT2);
+	uart_write(&u, UART_IER, UART_IER_RDI);
+	host_types(&u, &h, input, sizeof(input));
+	CHECK_EQ_INT(h.in_pos, UART_FIFO_SIZE);
+	uart_write(&u, UART_IER, 0);
+	for (int i = 0; i < UART_FIFO_SIZE; i++)
+		CHECK_EQ_INT(uart_read(&u, UART_RBR), 'a');
+	CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_DR, 0);
+	CHECK_EQ_INT(h.in_pos, UART_FIFO_SIZE);
+	uart_write(&u, UART_IER, UART_IER_RDI);
+	CHECK(uart_read(&u, UART_LSR) & UART_LSR_DR);
+	CHECK_EQ_INT(h.in_pos, 2 * UART_FIFO_SIZE);
+	uart_exit(&u);
+}
+
+TEST(turning_the_fifo_on_keeps_the_byte_already_received)
+{
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_MCR, UART_MCR_OUT2);
+	uart_write(&u, UART_IER, UART_IER_RDI | UART_IER_RLSI);	/* 16450 mode: one byte moves in */
+	host_types(&u, &h, "uname", 5);
+	CHECK_EQ_INT(h.in_pos, 1);
+	uart_write(&u, UART_FCR, UART_FCR_ENABLE);		/* what set_termios does next */
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ_INT(uart_read(&u, UART_RBR), "uname"[i]);
+	CHECK_EQ_INT(uart_read(&u, UART_LSR) & (UART_LSR_DR | UART_LSR_OE), 0);
 	uart_exit(&u);
 }
 

@@ -1,3 +1,4 @@
+#include "acpi.h"
 #include "boot.h"
 #include "error.h"
 #include "guest_mem.h"
@@ -9,6 +10,16 @@
 
 #define E820_RAM 1
 #define E820_RESERVED 2
+
+uint8_t boot_checksum(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	uint8_t sum = 0;
+
+	while (len--)
+		sum += *b++;
+	return (uint8_t)-sum;
+}
 
 static void gdt_write(uint64_t *gdt)
 {
@@ -50,6 +61,7 @@ int boot_setup(struct guest_mem *mem, const struct kernel_image *kernel, const s
 	uint8_t *low = guest_mem_ptr(mem, 0, BOOT_MIN_MEM);
 	struct boot_params *bp;
 	size_t cmdline_len = info->cmdline ? strlen(info->cmdline) : 0;
+	int ret;
 
 	if (!low)
 		return vm_error_set(err, EINVAL, "guest memory must be at least %llu MiB", BOOT_MIN_MEM >> 20);
@@ -79,10 +91,14 @@ int boot_setup(struct guest_mem *mem, const struct kernel_image *kernel, const s
 		bp->hdr.ramdisk_image = (uint32_t)info->initrd_addr;
 		bp->hdr.ramdisk_size = (uint32_t)info->initrd_size;
 	}
+	bp->acpi_rsdp_addr = ACPI_RSDP_ADDR;	/* Linux would also find it by scanning 0xE0000-0xFFFFF */
 	e820_add(bp, 0, BOOT_EBDA, E820_RAM);
 	e820_add(bp, BOOT_EBDA, 0x100000 - BOOT_EBDA, E820_RESERVED);
 	e820_add(bp, 0x100000, mem->low_size - 0x100000, E820_RAM);
 	if (mem->high_size)
 		e820_add(bp, GUEST_HIGH_START, mem->high_size, E820_RAM);
-	return mptable_write(mem, BOOT_EBDA, info->nr_cpus, err);
+	ret = mptable_write(mem, BOOT_EBDA, info->nr_cpus, err);
+	if (ret < 0)
+		return ret;
+	return acpi_write(mem, info->nr_cpus, err);
 }

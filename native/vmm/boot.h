@@ -2,6 +2,7 @@
 #ifndef SMOL_BOOT_H
 #define SMOL_BOOT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define BOOT_GDT_ADDR 0x500ULL
@@ -23,6 +24,11 @@
 #define IOAPIC_ADDR 0xfec00000U
 #define LAPIC_ADDR 0xfee00000U
 
+/* COM1 (serial.c): its ports and ISA IRQ, which the ACPI DSDT also gives the guest. */
+#define COM1_PORT 0x3f8
+#define COM1_PORTS 8
+#define COM1_IRQ 4
+
 struct guest_mem;
 struct kernel_image;
 struct vm_error;
@@ -35,6 +41,9 @@ struct boot_info {
 
 int boot_setup(struct guest_mem *mem, const struct kernel_image *kernel, const struct boot_info *info,
 	       struct vm_error *err);
+
+/* The byte that makes [p, p + len) sum to zero, as the MP and ACPI tables require of their checksum fields. */
+uint8_t boot_checksum(const void *p, size_t len);
 
 /* MP configuration table (Intel MP spec 1.4) listing every vCPU; Linux finds CPUs with it when there is no ACPI. */
 int mptable_write(struct guest_mem *mem, uint64_t addr, int nr_cpus, struct vm_error *err);

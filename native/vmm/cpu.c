@@ -60,7 +60,7 @@ void vcpu_kick(struct vcpu *cpu)
 static int cpuid_setup(struct vcpu *cpu, struct vm_error *err)
 {
 	struct kvm_cpuid2 *c = NULL;
-	int ret;
+	int ret, tsc_deadline;
 
 	for (int n = 128; n <= 4096; n *= 2) {
 		free(c);
@@ -76,6 +76,11 @@ static int cpuid_setup(struct vcpu *cpu, struct vm_error *err)
 		free(c);
 		return vm_error_set(err, errno, "KVM_GET_SUPPORTED_CPUID: %s", strerror(errno));
 	}
+	/*
+	 * KVM emulates the TSC-deadline mode of the local APIC timer but leaves it out of KVM_GET_SUPPORTED_CPUID; the
+	 * VMM has to offer it. Without it Linux calibrates the APIC timer against another clock at every boot.
+	 */
+	tsc_deadline = ioctl(cpu->vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) > 0;
 	for (uint32_t i = 0; i < c->nent; i++) {
 		struct kvm_cpuid_entry2 *e = &c->entries[i];
 
@@ -83,6 +88,8 @@ static int cpuid_setup(struct vcpu *cpu, struct vm_error *err)
 		case 1:
 			e->ebx = (e->ebx & 0x00ffffff) | ((uint32_t)cpu->id << 24);	/* initial APIC id */
 			e->ecx |= 1u << 31;						/* running on a hypervisor */
+			if (tsc_deadline)
+				e->ecx |= 1u << 24;					/* TSC-deadline timer */
 			break;
 		case 0xb:
 		case 0x1f:

@@ -53,16 +53,6 @@ struct mpc_intsrc {
 	uint8_t srcbus, srcbusirq, dstapic, dstirq;
 } __attribute__((packed));
 
-static uint8_t checksum(const void *p, size_t len)
-{
-	const uint8_t *b = p;
-	uint8_t sum = 0;
-
-	while (len--)
-		sum += *b++;
-	return (uint8_t)-sum;
-}
-
 static size_t mptable_size(int nr_cpus)
 {
 	return sizeof(struct mpf_intel) + sizeof(struct mpc_table) + nr_cpus * sizeof(struct mpc_cpu) +
@@ -136,12 +126,12 @@ int mptable_write(struct guest_mem *mem, uint64_t addr, int nr_cpus, struct vm_e
 	memcpy(table->productid, "SMOLSTUDIO  ", 12);
 	table->oemcount = (uint16_t)(nr_cpus + 2 + MP_LEGACY_IRQS + 2);	/* entries that follow the header */
 	table->lapic = LAPIC_ADDR;
-	table->checksum = checksum(table, table->length);
+	table->checksum = boot_checksum(table, table->length);
 
 	memcpy(mpf->signature, "_MP_", 4);
 	mpf->physptr = (uint32_t)(addr + sizeof(*mpf));
 	mpf->length = 1;
 	mpf->specification = 4;
-	mpf->checksum = checksum(mpf, sizeof(*mpf));
+	mpf->checksum = boot_checksum(mpf, sizeof(*mpf));
 	return 0;
 }

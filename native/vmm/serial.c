@@ -1,4 +1,5 @@
 /* COM1: the 16550A model on ports 0x3f8-0x3ff, IRQ 4, wired to the VM's console. */
+#include "boot.h"
 #include "device.h"
 #include "error.h"
 #include "internal.h"
@@ -6,9 +7,6 @@
 
 #include <errno.h>
 #include <stdlib.h>
-
-#define COM1_PORT 0x3f8
-#define COM1_IRQ 4
 
 static void com1_tx(void *opaque, uint8_t byte)
 {
@@ -55,7 +53,7 @@ static int com1_setup(struct vm *vm, void **state, struct vm_error *err)
 	if (!u)
 		return vm_error_set(err, ENOMEM, "out of memory for the serial port");
 	uart_init(u, &hooks);
-	ret = io_bus_register(&vm->pio, COM1_PORT, 8, com1_io, u);
+	ret = io_bus_register(&vm->pio, COM1_PORT, COM1_PORTS, com1_io, u);
 	if (ret < 0) {
 		uart_exit(u);
 		free(u);

@@ -24,12 +24,21 @@ static int rx_push(struct uart *u, uint8_t byte)
 	return 1;
 }
 
+/*
+ * Moves host input into the receive FIFO, but only once the guest's driver is armed for interrupt-driven input:
+ * the receive interrupt enabled (IER.RDI) and OUT2 set (on a PC, OUT2 connects the UART's interrupt to the
+ * interrupt controller; drivers set it when they use the IRQ). Until then input waits in the host queue. Linux's
+ * 8250 probe sets IER to 0x0f for a moment with OUT2 still clear, and its probe and start-up clear the FIFOs and read
+ * RBR to drop stale bytes; input moved in earlier (typed or piped during boot) would be lost there. A driver that
+ * clears IER.RDI to throttle keeps what is already in the FIFO and gets no more until it sets it again.
+ */
 static void rx_refill(struct uart *u)
 {
 	uint8_t buf[UART_FIFO_SIZE];
 	size_t n;
 
-	if ((u->mcr & UART_MCR_LOOP) || !u->hooks.rx_pull || u->rx_len >= rx_capacity(u))
+	if ((u->mcr & UART_MCR_LOOP) || !(u->mcr & UART_MCR_OUT2) || !(u->ier & UART_IER_RDI) ||
+	    !u->hooks.rx_pull || u->rx_len >= rx_capacity(u))
 		return;
 	n = u->hooks.rx_pull(u->hooks.opaque, buf, rx_capacity(u) - u->rx_len);
 	for (size_t i = 0; i < n; i++)
@@ -73,7 +82,6 @@ void uart_init(struct uart *u, const struct uart_hooks *hooks)
 	memset(u, 0, sizeof(*u));
 	pthread_mutex_init(&u->lock, NULL);
 	u->hooks = *hooks;
-	u->mcr = 0x08;		/* OUT2 */
 	u->dll = 12;		/* 9600 baud */
 }
 
@@ -160,10 +168,14 @@ void uart_write(struct uart *u, unsigned offset, uint8_t value)
 		if ((value & UART_IER_THRI) && !(u->ier & UART_IER_THRI))
 			u->thri_pending = 1;
 		u->ier = value & 0x0f;
+		rx_refill(u);
 		break;
 	case UART_FCR:
-		if ((value ^ u->fcr) & UART_FCR_ENABLE)
-			value |= UART_FCR_CLEAR_RX;	/* toggling the FIFOs clears them */
+		/*
+		 * A real 16550 also empties its FIFOs when FCR0 changes. Here they hold host input that is not stored
+		 * anywhere else, and Linux's set_termios turns the FIFOs on just after its start-up enabled the
+		 * receive interrupt, so bytes waiting then would be lost: only an explicit clear empties them.
+		 */
 		if (value & UART_FCR_CLEAR_RX)
 			u->rx_head = u->rx_len = 0;
 		u->fcr = value & 0xc1;

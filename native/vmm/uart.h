@@ -39,6 +39,7 @@
 #define UART_FCR_ENABLE 0x01
 #define UART_FCR_CLEAR_RX 0x02
 #define UART_LCR_DLAB 0x80
+#define UART_MCR_OUT2 0x08
 #define UART_MCR_LOOP 0x10
 
 #define UART_LSR_DR 0x01

@@ -32,9 +32,13 @@ const char *vm_state_name(enum vm_state state)
 
 const char *vm_exit_reason_name(enum vm_exit_reason reason)
 {
-	static const char *names[] = { "none", "reset", "poweroff", "shutdown", "killed", "error" };
+	static const char *names[] = {
+		[VM_EXIT_NONE] = "none",	[VM_EXIT_RESET] = "reset",	[VM_EXIT_POWEROFF] = "poweroff",
+		[VM_EXIT_SHUTDOWN] = "shutdown", [VM_EXIT_KILLED] = "killed",	[VM_EXIT_ERROR] = "error",
+		[VM_EXIT_PANIC] = "panic",
+	};
 
-	return reason <= VM_EXIT_ERROR ? names[reason] : "unknown";
+	return (unsigned)reason < sizeof(names) / sizeof(names[0]) ? names[reason] : "unknown";
 }
 
 static int kvm_open(struct vm *vm, struct vm_error *err)

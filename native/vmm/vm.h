@@ -20,10 +20,11 @@ enum vm_state { VM_CREATED, VM_RUNNING, VM_PAUSED, VM_EXITED };
 enum vm_exit_reason {
 	VM_EXIT_NONE,
 	VM_EXIT_RESET,		/* the guest pulsed the i8042 reset line */
-	VM_EXIT_POWEROFF,	/* the guest wrote its exit code to the debug-exit port */
+	VM_EXIT_POWEROFF,	/* the guest powered off: ACPI S5 (code 0), or its exit code on the debug-exit port */
 	VM_EXIT_SHUTDOWN,	/* triple fault */
 	VM_EXIT_KILLED,		/* the host ended it */
 	VM_EXIT_ERROR,		/* KVM could not run a vCPU */
+	VM_EXIT_PANIC,		/* the guest kernel reported a panic on the pvpanic port */
 };
 
 struct vm_exit {

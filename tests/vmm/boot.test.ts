@@ -23,6 +23,19 @@ describe('booting a tiny guest', () => {
     expect(exit.message).toMatch(/triple-fault/);
   });
 
+  it('powers off with reason poweroff and code 0 through the ACPI sleep register the FADT names', async () => {
+    const { output, exit } = await runGuest('hello', { cmdline: 'acpi-poweroff' });
+    expect(output).toContain('acpi: sleep control port 0x600, status port 0x600\n');
+    expect(output).toContain('acpi: WAK_STS clear, entering S5\n'); // the WAK_STS write before S5 did not end it
+    expect(exit).toEqual({ reason: 'poweroff', code: 0, message: 'the guest powered off (ACPI S5)' });
+  });
+
+  it('ends with reason panic when the guest reports a panic on the pvpanic port', async () => {
+    const { output, exit } = await runGuest('hello', { cmdline: 'panic' });
+    expect(output).toContain('pvpanic: events 0x1\n');
+    expect(exit).toEqual({ reason: 'panic', code: 0, message: 'the guest kernel panicked' });
+  });
+
   it('gives RAM above 3 GiB its own e820 entry', async () => {
     const { output, exit } = await runGuest('hello', { memoryMiB: 3 * 1024 + 64 });
     expect(output).toContain('e820: 4 entries\n');

@@ -22,13 +22,11 @@ export interface RunningGuest {
   waitFor: (pattern: RegExp, timeoutMs?: number) => Promise<string>;
 }
 
-export async function startGuest(name: GuestName, options: Partial<VmOptions> = {}): Promise<RunningGuest> {
-  const vm = await Vm.create({ kernel: guestPath(name), memoryMiB: 16, ...options });
-  const chunks: Buffer[] = [];
+/** Collects a VM's console output as text and lets a test wait for a pattern in it. Call before `vm.start()`. */
+export function watchConsole(vm: Vm): Omit<RunningGuest, 'vm'> {
   let text = '';
   let waiters: Array<() => void> = [];
   vm.on('console', (chunk) => {
-    chunks.push(chunk);
     text += chunk.toString('latin1');
     for (const w of waiters) w();
   });
@@ -57,18 +55,35 @@ export async function startGuest(name: GuestName, options: Partial<VmOptions> = 
       waiters.push(check);
       check();
     });
-  vm.start();
-  return { vm, output: () => text, waitFor };
+  return { output: () => text, waitFor };
 }
 
-/** Boots a guest to its end and returns what it printed and how it ended. */
+export async function startGuest(name: GuestName, options: Partial<VmOptions> = {}): Promise<RunningGuest> {
+  const vm = await Vm.create({ kernel: guestPath(name), memoryMiB: 16, ...options });
+  const watched = watchConsole(vm);
+  vm.start();
+  return { vm, ...watched };
+}
+
+/**
+ * Boots a guest to its end and returns what it printed and how it ended. A guest still running after `timeoutMs`
+ * is killed and the call rejects with its output, so a hang fails with evidence rather than a bare test timeout.
+ */
 export async function runGuest(
   name: GuestName,
   options: Partial<VmOptions> = {},
   input?: string,
+  timeoutMs = 90_000,
 ): Promise<{ output: string; exit: VmExit }> {
   const guest = await startGuest(name, options);
   if (input !== undefined) guest.vm.write(input);
-  const exit = await guest.vm.exited;
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+  const exit = await Promise.race([guest.vm.exited, timedOut]);
+  clearTimeout(timer);
+  if (exit === 'timeout') {
+    await guest.vm.kill();
+    throw new Error(`guest ${name} was still running after ${timeoutMs} ms; its output was:\n${guest.output()}`);
+  }
   return { output: guest.output(), exit };
 }
