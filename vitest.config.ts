@@ -23,6 +23,18 @@ export default defineConfig({
           hookTimeout: 120_000,
         },
       },
+      {
+        test: {
+          // Real Linux guests (the kernel and initramfs `smol guest build` made) on our VMM: the KVM lab runs them.
+          name: 'linux',
+          include: ['tests/linux/**/*.test.ts'],
+          environment: 'node',
+          pool: 'forks',
+          fileParallelism: false,
+          testTimeout: 180_000,
+          hookTimeout: 180_000,
+        },
+      },
     ],
   },
 });

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// `npm test`: every test tier, in order: the C tests, the unit tests, then the VMM tests with real VMs (on this
-// machine's /dev/kvm when it is usable, else inside the KVM lab). Nothing is skipped silently: a part that cannot
+// `npm test`: every test tier, in order: the C tests, the unit tests, the VMM tests with real VMs (on this
+// machine's /dev/kvm when it is usable, else inside the KVM lab), then the Linux guest tests (after building the
+// guest, or finding it in the cache) the same way. Nothing is skipped silently: a part that cannot
 // run counts as a failure. Ends with exactly one line `N passed, N failed`; exits non-zero if anything failed.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -101,16 +102,28 @@ function kvmUsable() {
   }
 }
 
-async function vmmPart() {
-  if (kvmUsable()) return vitestPart('VMM tests (this machine’s /dev/kvm)', 'vmm');
-  const name = 'VMM tests (KVM lab)';
+/** A vitest project whose tests need KVM: on this machine's /dev/kvm when it is usable, else inside the KVM lab. */
+async function kvmPart(label, project) {
+  if (kvmUsable()) return vitestPart(`${label} (this machine’s /dev/kvm)`, project);
+  const name = `${label} (KVM lab)`;
   if (process.env.SMOL_IN_LAB === '1') {
     return { name, problem: 'running inside the KVM lab, but /dev/kvm is not usable there' };
   }
   const lab = path.join(root, 'scripts', 'lab.js');
   if (!fs.existsSync(lab)) return { name, problem: `/dev/kvm is not usable here and there is no KVM lab (${lab})` };
-  note('/dev/kvm is not usable here; running the VMM tests in the KVM lab');
-  return vitestPart(name, 'vmm', (argv) => [process.execPath, lab, '--', ...argv]);
+  note(`/dev/kvm is not usable here; running the ${label} in the KVM lab`);
+  return vitestPart(name, project, (argv) => [process.execPath, lab, '--', ...argv]);
+}
+
+/**
+ * The Linux guest the Linux tests boot: `smol guest build` reuses the cached build when the recipe did not change
+ * (seconds) and builds it otherwise (10 to 20 minutes on 2 cores, once per recipe). Counts as one test.
+ */
+async function guestBuildPart() {
+  const name = 'Linux guest build (smol guest build)';
+  const result = await run([process.execPath, path.join(root, 'bin', 'smol.js'), 'guest', 'build']);
+  const ok = result.status === 0;
+  return { name, result, counts: { passed: ok ? 1 : 0, failed: ok ? 0 : 1 } };
 }
 
 /** Turns one part's outcome into counts; a part that did not run or did not report counts as one failure. */
@@ -131,7 +144,11 @@ async function main() {
   const parts = [];
   parts.push(settle(await cPart()));
   parts.push(settle(await vitestPart('unit tests (vitest --project unit)', 'unit')));
-  parts.push(settle(await vmmPart()));
+  parts.push(settle(await kvmPart('VMM tests', 'vmm')));
+  const guest = settle(await guestBuildPart());
+  parts.push(guest);
+  if (guest.failed === 0) parts.push(settle(await kvmPart('Linux guest tests', 'linux')));
+  else parts.push(settle({ name: 'Linux guest tests', problem: 'not run: the guest did not build' }));
 
   process.stdout.write('\n');
   for (const part of parts) {

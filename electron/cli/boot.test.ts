@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { bootExitStatus, parseBootArgs } from './boot.js';
+import { GUEST_CMDLINE } from '../guest/guest-assets.js';
+import { bootExitStatus, parseBootArgs, resolveBootTarget } from './boot.js';
 import { UsageError } from './errors.js';
 
 describe('smol boot arguments', () => {
@@ -33,8 +34,8 @@ describe('smol boot arguments', () => {
     expect(() => parseBootArgs(['--kernel', 'k', '--memory', '99999999'])).toThrow(/--memory/);
   });
 
-  it('a missing --kernel is named', () => {
-    expect(() => parseBootArgs([])).toThrow('--kernel FILE is required');
+  it('leaves the kernel unset without --kernel (the built guest is resolved later)', () => {
+    expect(parseBootArgs([])).toEqual({ memoryMiB: 256, cpus: 1 });
   });
 
   it('an empty --kernel or --initrd is refused', () => {
@@ -88,8 +89,57 @@ describe('smol boot exit status', () => {
     });
   });
 
+  it('a guest kernel panic fails with its own status and says so', () => {
+    expect(bootExitStatus({ reason: 'panic', code: 0, message: 'the guest kernel panicked' })).toEqual({
+      status: 3,
+      message: 'the guest kernel panicked',
+    });
+  });
+
   it('a VMM error fails and carries the VMM message', () => {
     const result = bootExitStatus({ reason: 'error', code: 0, message: 'KVM_EXIT_INTERNAL_ERROR (suberror 1)' });
     expect(result).toEqual({ status: 1, message: 'the VMM stopped the guest: KVM_EXIT_INTERNAL_ERROR (suberror 1)' });
+  });
+});
+
+describe('what smol boot boots', () => {
+  const built = { kernel: '/cache/kernel-1/vmlinux', initramfs: '/cache/initramfs-2.cpio' };
+
+  it('boots the given kernel as it is, without the guest defaults', () => {
+    expect(resolveBootTarget({ kernel: 'k.elf', memoryMiB: 16, cpus: 1 }, built)).toEqual({
+      kernel: 'k.elf',
+      memoryMiB: 16,
+      cpus: 1,
+    });
+  });
+
+  it('without --kernel boots the built kernel with its initramfs and command line', () => {
+    expect(resolveBootTarget({ memoryMiB: 256, cpus: 2 }, built)).toEqual({
+      kernel: built.kernel,
+      initrd: built.initramfs,
+      cmdline: GUEST_CMDLINE,
+      memoryMiB: 256,
+      cpus: 2,
+    });
+  });
+
+  it('keeps --initrd and --cmdline over the built defaults', () => {
+    const target = resolveBootTarget({ memoryMiB: 256, cpus: 1, initrd: 'mine.cpio', cmdline: 'console=ttyS0' }, built);
+    expect(target).toMatchObject({ kernel: built.kernel, initrd: 'mine.cpio', cmdline: 'console=ttyS0' });
+  });
+
+  it('says how to build the guest when none was built', () => {
+    expect(() => resolveBootTarget({ memoryMiB: 256, cpus: 1 }, {})).toThrow(
+      /no guest kernel has been built yet: run `smol guest build`.*or pass --kernel FILE/,
+    );
+  });
+
+  it('says the initramfs is missing when only the kernel is there', () => {
+    expect(() => resolveBootTarget({ memoryMiB: 256, cpus: 1 }, { kernel: built.kernel })).toThrow(
+      /base initramfs is missing/,
+    );
+    expect(resolveBootTarget({ memoryMiB: 256, cpus: 1, initrd: 'i' }, { kernel: built.kernel })).toMatchObject({
+      initrd: 'i',
+    });
   });
 });

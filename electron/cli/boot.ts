@@ -1,21 +1,25 @@
 // `smol boot`: boots a kernel with the serial console on this terminal.
 import { constants as os } from 'node:os';
-import { Vm, type VmExit } from '../vmm/vm.js';
+import { findGuestAssets, GUEST_CMDLINE, type GuestAssets } from '../guest/guest-assets.js';
+import { Vm, type VmExit, type VmOptions } from '../vmm/vm.js';
 import { VM_LIMITS } from '../vmm/vm-options.js';
 import { parseFlags, parseIntegerFlag } from './args.js';
 import { ConsoleInput } from './console-input.js';
 import { CommandError, UsageError } from './errors.js';
 
-export const BOOT_HELP = `Usage: smol boot --kernel FILE [--initrd FILE] [--cmdline STR] [--memory MiB] [--cpus N]
+export const BOOT_HELP = `Usage: smol boot [--kernel FILE] [--initrd FILE] [--cmdline STR] [--memory MiB] [--cpus N]
 
-Boots a kernel (ELF64 vmlinux, bzImage, or a tiny test guest) in a microVM. The guest's serial
-console (COM1) is this terminal: guest output on stdout, stdin goes to the guest. A pipe on stdin
-works too; its end does not stop the VM, the guest decides when to end.
+Boots a kernel (ELF64 vmlinux, bzImage, or a tiny test guest) in a microVM. Without --kernel it
+boots the Linux guest that \`smol guest build\` built: its kernel, its base initramfs (a shell on
+the console) and the command line "${GUEST_CMDLINE}". The guest's serial console (COM1) is this
+terminal: guest output on stdout, stdin goes to the guest. A pipe on stdin works too; its end does
+not stop the VM, the guest decides when to end.
 
 Options:
-  --kernel FILE    kernel to boot (required)
-  --initrd FILE    initial ramdisk
-  --cmdline STR    kernel command line (at most ${VM_LIMITS.cmdlineMaxBytes} bytes)
+  --kernel FILE    kernel to boot (default: the built guest kernel)
+  --initrd FILE    initial ramdisk (default with the built kernel: the base initramfs)
+  --cmdline STR    kernel command line, at most ${VM_LIMITS.cmdlineMaxBytes} bytes (default with the built kernel:
+                   the one above)
   --memory MiB     guest RAM, ${VM_LIMITS.memoryMiB.min} to ${VM_LIMITS.memoryMiB.max} (default ${VM_LIMITS.memoryMiB.default})
   --cpus N         vCPUs, ${VM_LIMITS.cpus.min} to ${VM_LIMITS.cpus.max} (default ${VM_LIMITS.cpus.default})
   -h, --help       show this help
@@ -26,15 +30,17 @@ Console keys (as in QEMU):
   Ctrl-A h         list these keys
 
 Exit status:
-  0      the guest reset, powered off with code 0, or you quit with Ctrl-A x
+  0      the guest reset, powered off (ACPI, or code 0 on the debug-exit port), or you quit with Ctrl-A x
   N      the guest powered off with code N (debug-exit port)
   1      the VM could not be created, the guest triple-faulted, or the VMM failed
   2      usage error
+  3      the guest kernel panicked (reported on the pvpanic device)
   128+S  smol received signal S (the VM is killed)
 `;
 
 export interface BootArgs {
-  kernel: string;
+  /** Absent: boot the built guest kernel (see resolveBootTarget). */
+  kernel?: string;
   initrd?: string;
   cmdline?: string;
   memoryMiB: number;
@@ -54,15 +60,14 @@ const FLAGS = {
 export function parseBootArgs(argv: string[]): BootArgs | 'help' {
   const flags = parseFlags('boot', argv, FLAGS);
   if (flags.help) return 'help';
-  if (flags.kernel === undefined) throw new UsageError('boot', '--kernel FILE is required');
   for (const name of ['kernel', 'initrd'] as const) {
     if (flags[name] === '') throw new UsageError('boot', `--${name} needs a file`);
   }
   const args: BootArgs = {
-    kernel: flags.kernel,
     memoryMiB: parseIntegerFlag('boot', '--memory', flags.memory, VM_LIMITS.memoryMiB),
     cpus: parseIntegerFlag('boot', '--cpus', flags.cpus, VM_LIMITS.cpus),
   };
+  if (flags.kernel !== undefined) args.kernel = flags.kernel;
   if (flags.initrd !== undefined) args.initrd = flags.initrd;
   if (flags.cmdline !== undefined) args.cmdline = flags.cmdline;
   return args;
@@ -79,11 +84,34 @@ export function bootExitStatus(exit: VmExit): { status: number; message?: string
       return { status: 1, message: `the VM was killed${exit.message ? `: ${exit.message}` : ''}` };
     case 'shutdown':
       return { status: 1, message: `${exit.message || 'the guest triple-faulted'} (shutdown)` };
+    case 'panic':
+      return { status: 3, message: 'the guest kernel panicked' };
     case 'error':
       return { status: 1, message: `the VMM stopped the guest: ${exit.message || 'unknown error'}` };
     default:
       return { status: 1, message: `the VM ended for an unknown reason ${JSON.stringify(exit)}` };
   }
+}
+
+/**
+ * What to boot: the kernel given, or else the built guest (its vmlinux, its initramfs unless --initrd was given, and
+ * the command line it was built for unless --cmdline was given). Says how to build the guest when there is none.
+ */
+export function resolveBootTarget(args: BootArgs, guest: GuestAssets): VmOptions {
+  const { kernel, ...rest } = args;
+  if (kernel !== undefined) return { kernel, ...rest };
+  if (!guest.kernel) {
+    throw new CommandError(
+      'no guest kernel has been built yet: run `smol guest build` (10 to 20 minutes, once), or pass --kernel FILE',
+    );
+  }
+  const initrd = args.initrd ?? guest.initramfs;
+  if (initrd === undefined) {
+    throw new CommandError(
+      'the guest kernel is built but its base initramfs is missing: run `smol guest build`, or pass --initrd FILE',
+    );
+  }
+  return { ...rest, kernel: guest.kernel, initrd, cmdline: args.cmdline ?? GUEST_CMDLINE };
 }
 
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
@@ -94,7 +122,7 @@ export async function runBoot(argv: string[]): Promise<number> {
     process.stdout.write(BOOT_HELP);
     return 0;
   }
-  const vm = await Vm.create(args);
+  const vm = await Vm.create(resolveBootTarget(args, findGuestAssets()));
   const input = new ConsoleInput(vm, { input: process.stdin, notices: process.stderr });
   let endsLine = true;
   vm.on('console', (chunk) => {

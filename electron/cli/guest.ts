@@ -62,7 +62,7 @@ export function formatBuildResult(result: GuestBuildResult): string {
   return [
     `kernel     ${kernel.dir}/vmlinux (${kernelLine})`,
     `initramfs  ${initramfs.file} (${mib(initramfs.size)}${initramfs.cached ? ', cached' : ''})`,
-    `boot it:   smol boot --kernel ${kernel.dir}/vmlinux --initrd ${initramfs.file} --cmdline '${GUEST_CMDLINE}'`,
+    `boot it:   smol boot   (the same as: smol boot --kernel ${kernel.dir}/vmlinux --initrd ${initramfs.file} --cmdline '${GUEST_CMDLINE}')`,
     '',
   ].join('\n');
 }

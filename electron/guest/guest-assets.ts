@@ -15,8 +15,8 @@ import path from 'node:path';
 import { guestCacheDir } from '../smol-dirs.js';
 
 export const CURRENT_FILE = 'current.json';
-/** The command line the guest is built for: COM1 console, reset through the i8042, reboot (so: end) on panic. */
-export const GUEST_CMDLINE = 'console=ttyS0 reboot=k panic=-1';
+/** The command line the guest is built for: COM1 console, reset through the i8042, end on panic, no PCI probe. */
+export const GUEST_CMDLINE = 'console=ttyS0 reboot=k panic=-1 pci=off';
 const CURRENT_FORMAT = 1;
 
 export interface CurrentKernel {

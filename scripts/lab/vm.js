@@ -93,6 +93,10 @@ async function stopQemu({ child, exited }) {
   clearTimeout(timer);
 }
 
+const LAB_KERNEL_ALARM =
+  /soft lockup|hard LOCKUP|rcu_(sched|preempt) (self-)?detected stall|blocked for more than|\bBUG:|WARNING:|Oops/;
+const ALARM_CONTEXT_LINES = 40;
+
 /** Follows the serial console: keeps a tail for diagnostics and notes the init's status lines and kernel panics. */
 function watchConsole(stream, nonce, state, verbose, bootStart) {
   const lines = readline.createInterface({ input: stream, crlfDelay: Infinity });
@@ -103,6 +107,15 @@ function watchConsole(stream, nonce, state, verbose, bootStart) {
     if (state.consoleTail.length > CONSOLE_TAIL_LINES) state.consoleTail.shift();
     if (verbose)
       process.stderr.write(`lab console +${((performance.now() - bootStart) / 1000).toFixed(1)}s: ${line}\n`);
+    // The lab kernel's own alarms (a soft lockup, an RCU stall, a warning) and the trace lines after them go to
+    // stderr even without --verbose: when a test in the lab hangs, they are the evidence.
+    if (!verbose && state.startedAt) {
+      if (LAB_KERNEL_ALARM.test(line)) state.alarmLines = ALARM_CONTEXT_LINES;
+      if (state.alarmLines > 0) {
+        state.alarmLines--;
+        process.stderr.write(`lab kernel: ${line}\n`);
+      }
+    }
     const match = status.exec(line);
     if (match?.[1] === 'START') state.startedAt = performance.now();
     if (match?.[1] === 'FAIL') state.failure ??= match[2];
@@ -185,7 +198,15 @@ function interpret(outcome, state, options) {
  */
 export async function runInLab(options) {
   const { run, nonce, verbose, timeoutSeconds } = options;
-  const state = { consoleTail: [], qemuErrors: [], failure: null, panic: null, startedAt: null, cleanups: [] };
+  const state = {
+    consoleTail: [],
+    qemuErrors: [],
+    failure: null,
+    panic: null,
+    startedAt: null,
+    alarmLines: 0,
+    cleanups: [],
+  };
   const stdout = await openChannel(run.stdoutSocket, `SMOL-LAB-EXIT-${nonce}=`, process.stdout);
   const stderr = await openChannel(run.stderrSocket, `SMOL-LAB-END-${nonce}`, process.stderr);
   const bootStart = performance.now();

@@ -1,0 +1,67 @@
+// Boots the Linux guest `smol guest build` made (its vmlinux and base initramfs) on our VMM, for the Linux tests.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { findGuestAssets, GUEST_CMDLINE } from '../../electron/guest/guest-assets.js';
+import { Vm, type VmExit, type VmOptions } from '../../electron/vmm/vm.js';
+import { watchConsole, type RunningGuest } from '../vmm/guests.js';
+
+/** The built guest; fails with what to run when it is missing (npm test builds it before this part). */
+export function builtGuest(): { kernel: string; bzImage: string; initramfs: string; release: string } {
+  const assets = findGuestAssets();
+  if (!assets.kernel || !assets.initramfs) {
+    throw new Error('the Linux guest is not built: run `npx --no-install smol guest build` (npm test does it)');
+  }
+  const dir = path.dirname(assets.kernel);
+  const build = JSON.parse(readFileSync(path.join(dir, 'build.json'), 'utf8')) as { release: string };
+  return { kernel: assets.kernel, bzImage: path.join(dir, 'bzImage'), initramfs: assets.initramfs, ...build };
+}
+
+export interface LinuxGuest extends RunningGuest {
+  /** Types a line into the console, as a person would (the shell echoes it back). */
+  type: (line: string) => void;
+  /** Types `command` wrapped so that its output is marked, and resolves with what it printed. */
+  run: (command: string, timeoutMs?: number) => Promise<string>;
+  exited: Promise<VmExit>;
+}
+
+let marks = 0;
+
+/** Boots the guest; resolves once its init printed the ready marker and a shell prompt appeared. */
+export async function bootLinux(options: Partial<VmOptions> = {}, { waitForShell = true } = {}): Promise<LinuxGuest> {
+  const guest = builtGuest();
+  const vm = await Vm.create({
+    kernel: guest.kernel,
+    initrd: guest.initramfs,
+    cmdline: GUEST_CMDLINE,
+    memoryMiB: 256,
+    ...options,
+  });
+  const watched = watchConsole(vm);
+  vm.start();
+  const type = (line: string) => vm.write(`${line}\n`);
+  const run = async (command: string, timeoutMs = 60_000) => {
+    // The marks are built by the shell ($((…))), so the echo of the typed line never matches them.
+    const n = ++marks;
+    const begin = `<<${n}:begin>>`;
+    const end = `<<${n}:end>>`;
+    const start = watched.output().length;
+    type(`echo "<<$((${n})):begin>>"; ${command}; echo "<<$((${n})):end>>"`);
+    const pattern = new RegExp(`${escape(begin)}\\r?\\n([\\s\\S]*?)${escape(end)}`);
+    await watched.waitFor(pattern, timeoutMs);
+    const match = pattern.exec(watched.output().slice(start));
+    return (match?.[1] ?? '').replace(/\r\n/g, '\n');
+  };
+  const linux: LinuxGuest = { vm, ...watched, type, run, exited: vm.exited };
+  if (waitForShell) {
+    try {
+      await watched.waitFor(/smol-guest: ready/, 120_000);
+      await run('true', 60_000);
+    } catch (error) {
+      await vm.kill();
+      throw error;
+    }
+  }
+  return linux;
+}
+
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\<>]/g, '\\$&');
