@@ -1,5 +1,10 @@
 import { defineConfig } from 'vitest/config';
 
+// Inside the KVM lab (nested SVM emulated by TCG), a VM now and then dies early or hangs in ways never seen on
+// hardware KVM (docs/lab.md, "Known problems"). There, and only there, a failed VM test runs once more;
+// scripts/test.js lists every test that passed only on its retry, with its first failure, so nothing is hidden.
+const labRetry = process.env.SMOL_IN_LAB === '1' ? 1 : 0;
+
 export default defineConfig({
   test: {
     projects: [
@@ -21,6 +26,7 @@ export default defineConfig({
           fileParallelism: false,
           testTimeout: 120_000,
           hookTimeout: 120_000,
+          retry: labRetry,
         },
       },
       {
@@ -33,6 +39,7 @@ export default defineConfig({
           fileParallelism: false,
           testTimeout: 180_000,
           hookTimeout: 180_000,
+          retry: labRetry,
         },
       },
     ],

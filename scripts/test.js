@@ -44,10 +44,16 @@ function countsFromVitestJson(report) {
   const brokenFiles = (report.testResults ?? []).filter(
     (file) => file.status === 'failed' && (file.assertionResults ?? []).length === 0,
   ).length;
+  const retried = (report.testResults ?? []).flatMap((file) =>
+    (file.assertionResults ?? [])
+      .filter((test) => test.status === 'passed' && (test.failureMessages ?? []).length > 0)
+      .map((test) => ({ name: test.fullName, firstFailure: test.failureMessages[0] })),
+  );
   return {
     passed: report.numPassedTests,
     failed: report.numFailedTests + brokenFiles,
     skipped: (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0),
+    retried,
   };
 }
 
@@ -136,7 +142,12 @@ function settle(part) {
   const passed = counts?.passed ?? 0;
   const failed = (counts?.failed ?? 0) + (problem ? 1 : 0);
   const skipped = counts?.skipped ? `, ${counts.skipped} skipped` : '';
-  return { name, passed, failed, line: `${name}: ${passed} passed, ${failed} failed${skipped}`, problem };
+  const retried = counts?.retried?.length ? `, ${counts.retried.length} of them only on a retry` : '';
+  for (const test of counts?.retried ?? []) {
+    const first = stripAnsi(test.firstFailure).split('\n').slice(0, 6).join('\n    ');
+    note(`${name}: "${test.name}" passed only on its retry; its first attempt failed:\n    ${first}`);
+  }
+  return { name, passed, failed, line: `${name}: ${passed} passed${retried}, ${failed} failed${skipped}`, problem };
 }
 
 async function main() {

@@ -25,12 +25,14 @@ export interface RunningGuest {
 /** Collects a VM's console output as text and lets a test wait for a pattern in it. Call before `vm.start()`. */
 export function watchConsole(vm: Vm): Omit<RunningGuest, 'vm'> {
   let text = '';
+  let ended = '';
   let waiters: Array<() => void> = [];
   vm.on('console', (chunk) => {
     text += chunk.toString('latin1');
     for (const w of waiters) w();
   });
-  vm.on('exit', () => {
+  vm.on('exit', (exit: VmExit) => {
+    ended = `${exit.reason}${exit.message ? `: ${exit.message}` : ''}`;
     for (const w of waiters) w();
   });
   const waitFor = (pattern: RegExp, timeoutMs = 60_000) =>
@@ -41,7 +43,7 @@ export function watchConsole(vm: Vm): Omit<RunningGuest, 'vm'> {
           resolve(text);
         } else if (vm.state === 'exited') {
           cleanup();
-          reject(new Error(`the VM ended before ${pattern} appeared; output was:\n${text}`));
+          reject(new Error(`the VM ended (${ended}) before ${pattern} appeared; output was:\n${text}`));
         }
       };
       const timer = setTimeout(() => {
