@@ -34,7 +34,7 @@ export interface BenchResult {
 const RUN_TIMEOUT_MS = 30_000;
 const WARMUP_RUNS = 1;
 
-function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+export function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)));
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
@@ -70,14 +70,27 @@ async function createKillCycle(guest: string): Promise<number> {
   return performance.now() - start;
 }
 
-function summarize(metric: string, samples: number[]): BenchMetric {
+export function summarize(metric: string, samples: number[]): BenchMetric {
   const round = (ms: number) => Math.round(ms * 1000) / 1000;
   return { metric, p50_ms: round(median(samples)), p90_ms: round(p90(samples)), samples_ms: samples.map(round) };
 }
 
-export async function benchVmCreate(options: { guest: string; runs: number }): Promise<BenchResult> {
+/** The machine a benchmark ran on; throws when /dev/kvm is not usable. */
+export function benchHost(): BenchHost {
   const probe = loadNative().kvmProbe();
   if (!probe.usable) throw new Error(`cannot benchmark VMs here: ${probe.error ?? '/dev/kvm is not usable'}`);
+  return {
+    kvm: { implementation: probe.implementation, apiVersion: probe.apiVersion ?? null },
+    inLab: process.env.SMOL_IN_LAB === '1',
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model ?? 'unknown',
+    kernel: os.release(),
+    node: process.version,
+  };
+}
+
+export async function benchVmCreate(options: { guest: string; runs: number }): Promise<BenchResult> {
+  const host = benchHost();
   const metrics = [
     { metric: 'create-to-first-byte', run: timeToFirstByte },
     { metric: 'create-kill', run: createKillCycle },
@@ -89,19 +102,5 @@ export async function benchVmCreate(options: { guest: string; runs: number }): P
     for (let i = 0; i < options.runs; i++) samples.push(await run(options.guest));
     results.push(summarize(metric, samples));
   }
-  return {
-    name: 'vm-create',
-    runs: options.runs,
-    warmup: WARMUP_RUNS,
-    guest: options.guest,
-    results,
-    host: {
-      kvm: { implementation: probe.implementation, apiVersion: probe.apiVersion ?? null },
-      inLab: process.env.SMOL_IN_LAB === '1',
-      cpus: os.cpus().length,
-      cpuModel: os.cpus()[0]?.model ?? 'unknown',
-      kernel: os.release(),
-      node: process.version,
-    },
-  };
+  return { name: 'vm-create', runs: options.runs, warmup: WARMUP_RUNS, guest: options.guest, results, host };
 }

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_BENCH_GUEST, parseBenchArgs } from './bench.js';
+import { GUEST_CMDLINE } from '../guest/guest-assets.js';
+import { DEFAULT_BENCH_GUEST, DEFAULT_QEMU, parseBenchArgs } from './bench.js';
 
 describe('smol bench arguments', () => {
   it('vm-create defaults to 20 runs of the hello tiny guest', () => {
@@ -23,12 +24,12 @@ describe('smol bench arguments', () => {
   });
 
   it('needs a benchmark name, first', () => {
-    expect(() => parseBenchArgs([])).toThrow('name a benchmark: vm-create');
+    expect(() => parseBenchArgs([])).toThrow('name a benchmark: vm-create, boot');
     expect(() => parseBenchArgs(['--json', 'vm-create'])).toThrow('the benchmark name comes first (got --json)');
   });
 
   it('names the benchmarks it knows when given another', () => {
-    expect(() => parseBenchArgs(['fork'])).toThrow('unknown benchmark fork (known: vm-create)');
+    expect(() => parseBenchArgs(['fork'])).toThrow('unknown benchmark fork (known: vm-create, boot)');
   });
 
   it('--runs must be a positive integer', () => {
@@ -45,5 +46,35 @@ describe('smol bench arguments', () => {
   it('has --help before or after the name', () => {
     expect(parseBenchArgs(['--help'])).toBe('help');
     expect(parseBenchArgs(['vm-create', '-h'])).toBe('help');
+  });
+
+  it('boot defaults to 10 runs of the built guest, 1 vCPU, 256 MiB, against qemu-system-x86_64', () => {
+    expect(parseBenchArgs(['boot'])).toEqual({
+      name: 'boot',
+      json: false,
+      runs: 10,
+      cmdline: GUEST_CMDLINE,
+      cpus: 1,
+      memoryMiB: 256,
+      qemu: DEFAULT_QEMU,
+    });
+  });
+
+  it('boot takes its own kernel and initrd together, resolved, and the VM size', () => {
+    const argv = ['boot', '--kernel', 'vmlinux', '--initrd', 'i.cpio', '--cpus', '2', '--memory', '512', '--json'];
+    expect(parseBenchArgs(argv)).toMatchObject({
+      kernel: path.resolve('vmlinux'),
+      initrd: path.resolve('i.cpio'),
+      cpus: 2,
+      memoryMiB: 512,
+      json: true,
+    });
+    expect(() => parseBenchArgs(['boot', '--kernel', 'vmlinux'])).toThrow(/--kernel and --initrd together/);
+  });
+
+  it('refuses the boot options for vm-create', () => {
+    expect(() => parseBenchArgs(['vm-create', '--cpus', '2'])).toThrow(
+      '--cpus is an option of the boot benchmark only',
+    );
   });
 });

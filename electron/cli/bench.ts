@@ -1,35 +1,72 @@
 // `smol bench <name>`: performance figures, printed as medians and p90 (never pass/fail).
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { benchBoot, type BootBenchResult } from '../bench/boot.js';
 import { benchVmCreate, type BenchResult } from '../bench/vm-create.js';
+import { findGuestAssets, GUEST_CMDLINE } from '../guest/guest-assets.js';
 import { tinyGuestDir } from '../smol-dirs.js';
+import { VM_LIMITS } from '../vmm/vm-options.js';
 import { parseFlags, parseIntegerFlag } from './args.js';
 import { CommandError, UsageError } from './errors.js';
 
-export const BENCHMARKS = ['vm-create'] as const;
+export const BENCHMARKS = ['vm-create', 'boot'] as const;
 export const DEFAULT_BENCH_GUEST = path.join(tinyGuestDir, 'hello.elf');
+export const DEFAULT_QEMU = 'qemu-system-x86_64';
 
-export const BENCH_HELP = `Usage: smol bench <name> [--json] [--runs N] [--kernel FILE]
+export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--kernel FILE]
+       smol bench boot [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
+                       [--cmdline STR] [--qemu FILE]
 
 Benchmarks:
-  vm-create   create → first serial byte of a printing guest, and a create+kill cycle
+  vm-create   create → first serial byte of a printing tiny guest, and a create+kill cycle
+  boot        the Linux guest from creating the VM to the "smol-guest: ready" line of its init,
+              our VMM against QEMU microvm (same kernel, initramfs, command line, memory and
+              vCPUs), runs interleaved; prints both and the ratio ours/QEMU
 
 Options:
-  --runs N       measured runs per metric, 1 to 10000 (default 20; one warm-up run is not counted)
-  --kernel FILE  guest that prints to COM1 (default ${path.relative(process.cwd(), DEFAULT_BENCH_GUEST)})
-  --json         print the results as JSON
-  -h, --help     show this help
+  --runs N        measured runs per metric, 1 to 10000 (default 20 for vm-create, 10 for boot;
+                  one warm-up run each is not counted)
+  --kernel FILE   vm-create: a guest that prints to COM1 (default ${path.relative(process.cwd(), DEFAULT_BENCH_GUEST)});
+                  boot: a vmlinux with a PVH note (default: the one \`smol guest build\` built)
+  --initrd FILE   boot: the initramfs (default: the built base initramfs)
+  --cmdline STR   boot: kernel command line (default "${GUEST_CMDLINE}")
+  --cpus N        boot: vCPUs (default ${VM_LIMITS.cpus.default})
+  --memory MiB    boot: guest RAM (default ${VM_LIMITS.memoryMiB.default})
+  --qemu FILE     boot: QEMU to compare with (default ${DEFAULT_QEMU} on PATH)
+  --json          print the results as JSON
+  -h, --help      show this help
 
 Prints the median (p50) and p90 of each metric. Absolute times mean something only on hardware
 KVM; under PVM or in the lab compare ratios. Exit status: 0 done, 1 the benchmark failed, 2 usage error.
 `;
 
-export interface BenchArgs {
-  name: (typeof BENCHMARKS)[number];
-  json: boolean;
-  runs: number;
-  kernel: string;
-}
+export type BenchArgs =
+  | { name: 'vm-create'; json: boolean; runs: number; kernel: string }
+  | {
+      name: 'boot';
+      json: boolean;
+      runs: number;
+      kernel?: string;
+      initrd?: string;
+      cmdline: string;
+      cpus: number;
+      memoryMiB: number;
+      qemu: string;
+    };
+
+const FLAGS = {
+  json: { type: 'boolean', default: false },
+  runs: { type: 'string' },
+  kernel: { type: 'string' },
+  initrd: { type: 'string' },
+  cmdline: { type: 'string' },
+  cpus: { type: 'string' },
+  memory: { type: 'string' },
+  qemu: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+const BOOT_ONLY = ['initrd', 'cmdline', 'cpus', 'memory', 'qemu'] as const;
 
 export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   const [name, ...rest] = argv;
@@ -39,23 +76,36 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   if (!(BENCHMARKS as readonly string[]).includes(name)) {
     throw new UsageError('bench', `unknown benchmark ${name} (known: ${BENCHMARKS.join(', ')})`);
   }
-  const flags = parseFlags('bench', rest, {
-    json: { type: 'boolean', default: false },
-    runs: { type: 'string' },
-    kernel: { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
-  });
+  const flags = parseFlags('bench', rest, FLAGS);
   if (flags.help) return 'help';
-  if (flags.kernel === '') throw new UsageError('bench', '--kernel needs a file');
-  return {
-    name: name as BenchArgs['name'],
+  for (const file of ['kernel', 'initrd', 'qemu'] as const) {
+    if (flags[file] === '') throw new UsageError('bench', `--${file} needs a file`);
+  }
+  const runs = (fallback: number) =>
+    parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 10_000, default: fallback });
+  if (name === 'vm-create') {
+    const misplaced = BOOT_ONLY.find((flag) => flags[flag] !== undefined);
+    if (misplaced) throw new UsageError('bench', `--${misplaced} is an option of the boot benchmark only`);
+    return { name, json: flags.json, runs: runs(20), kernel: path.resolve(flags.kernel ?? DEFAULT_BENCH_GUEST) };
+  }
+  if ((flags.kernel === undefined) !== (flags.initrd === undefined)) {
+    throw new UsageError('bench', 'boot takes --kernel and --initrd together (or neither, for the built guest)');
+  }
+  const args: BenchArgs = {
+    name: 'boot',
     json: flags.json,
-    runs: parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 10_000, default: 20 }),
-    kernel: path.resolve(flags.kernel ?? DEFAULT_BENCH_GUEST),
+    runs: runs(10),
+    cmdline: flags.cmdline ?? GUEST_CMDLINE,
+    cpus: parseIntegerFlag('bench', '--cpus', flags.cpus, VM_LIMITS.cpus),
+    memoryMiB: parseIntegerFlag('bench', '--memory', flags.memory, VM_LIMITS.memoryMiB),
+    qemu: flags.qemu ?? DEFAULT_QEMU,
   };
+  if (flags.kernel !== undefined) args.kernel = path.resolve(flags.kernel);
+  if (flags.initrd !== undefined) args.initrd = path.resolve(flags.initrd);
+  return args;
 }
 
-export function formatBenchResult(result: BenchResult): string {
+export function formatBenchResult(result: BenchResult | BootBenchResult): string {
   const { kvm, inLab } = result.host;
   const where = `KVM ${kvm.implementation}${inLab ? ', in the lab' : ''}`;
   const width = Math.max('metric'.length, ...result.results.map((r) => r.metric.length));
@@ -66,7 +116,26 @@ export function formatBenchResult(result: BenchResult): string {
       (r) => `${r.metric.padEnd(width)}  ${r.p50_ms.toFixed(3).padStart(9)}  ${r.p90_ms.toFixed(3).padStart(9)}`,
     ),
   ];
+  if ('ratio' in result) {
+    lines.push(
+      `${'ratio ours/qemu'.padEnd(width)}  ${result.ratio.p50.toFixed(3).padStart(9)}  ${result.ratio.p90.toFixed(3).padStart(9)}`,
+    );
+  }
   return lines.join('\n') + '\n';
+}
+
+async function runBoot(args: Extract<BenchArgs, { name: 'boot' }>): Promise<BootBenchResult> {
+  let { kernel, initrd } = args;
+  if (kernel === undefined || initrd === undefined) {
+    const built = findGuestAssets();
+    if (!built.kernel || !built.initramfs) {
+      throw new CommandError('no Linux guest is built: run `smol guest build` first, or pass --kernel and --initrd');
+    }
+    kernel = built.kernel;
+    initrd = built.initramfs;
+  }
+  for (const file of [kernel, initrd]) if (!existsSync(file)) throw new CommandError(`${file} does not exist`);
+  return benchBoot({ ...args, kernel, initramfs: initrd }, (line) => process.stderr.write(`bench boot: ${line}\n`));
 }
 
 export async function runBench(argv: string[]): Promise<number> {
@@ -75,11 +144,16 @@ export async function runBench(argv: string[]): Promise<number> {
     process.stdout.write(BENCH_HELP);
     return 0;
   }
-  if (!existsSync(args.kernel)) {
-    const fix = args.kernel === DEFAULT_BENCH_GUEST ? '; run make -C native guests' : '';
-    throw new CommandError(`guest ${args.kernel} does not exist${fix}`);
+  let result: BenchResult | BootBenchResult;
+  if (args.name === 'boot') {
+    result = await runBoot(args);
+  } else {
+    if (!existsSync(args.kernel)) {
+      const fix = args.kernel === DEFAULT_BENCH_GUEST ? '; run make -C native guests' : '';
+      throw new CommandError(`guest ${args.kernel} does not exist${fix}`);
+    }
+    result = await benchVmCreate({ guest: args.kernel, runs: args.runs });
   }
-  const result = await benchVmCreate({ guest: args.kernel, runs: args.runs });
   process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatBenchResult(result));
   return 0;
 }
