@@ -7,10 +7,8 @@
  */
 #include "acpi.h"
 #include "device.h"
-#include "error.h"
 #include "internal.h"
 
-#include <errno.h>
 #include <string.h>
 
 static void acpi_sleep_io(struct vm *vm, uint64_t offset, uint8_t *data, uint32_t len, int is_write, void *opaque)
@@ -28,15 +26,10 @@ static void acpi_sleep_io(struct vm *vm, uint64_t offset, uint8_t *data, uint32_
 		vm_end(vm, VM_EXIT_POWEROFF, 0, "the guest powered off (ACPI S5)");
 }
 
-static int acpi_sleep_setup(struct vm *vm, void **state, struct vm_error *err)
-{
-	int ret = io_bus_register(&vm->pio, ACPI_SLEEP_PORT, 1, acpi_sleep_io, NULL);
-
-	*state = NULL;
-	if (ret < 0)
-		return vm_error_set(err, -ret, "cannot register the ACPI sleep register at 0x%x", ACPI_SLEEP_PORT);
-	return 0;
-}
-
-static struct device_type acpi_sleep_device = { .name = "acpi-sleep", .setup = acpi_sleep_setup };
+static struct device_type acpi_sleep_device = {
+	.name = "acpi-sleep",
+	.port = ACPI_SLEEP_PORT,
+	.nr_ports = 1,
+	.pio = acpi_sleep_io,
+};
 DEVICE_REGISTER(acpi_sleep_device)

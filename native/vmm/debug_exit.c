@@ -3,10 +3,8 @@
  * Tiny test guests use it to end with a status; Linux guests never touch the port.
  */
 #include "device.h"
-#include "error.h"
 #include "internal.h"
 
-#include <errno.h>
 
 #define DEBUG_EXIT_PORT 0x501
 
@@ -21,15 +19,10 @@ static void debug_exit_io(struct vm *vm, uint64_t offset, uint8_t *data, uint32_
 		data[0] = 0xff;
 }
 
-static int debug_exit_setup(struct vm *vm, void **state, struct vm_error *err)
-{
-	int ret = io_bus_register(&vm->pio, DEBUG_EXIT_PORT, 1, debug_exit_io, NULL);
-
-	*state = NULL;
-	if (ret < 0)
-		return vm_error_set(err, -ret, "cannot register the debug-exit port");
-	return 0;
-}
-
-static struct device_type debug_exit_device = { .name = "debug-exit", .setup = debug_exit_setup };
+static struct device_type debug_exit_device = {
+	.name = "debug-exit",
+	.port = DEBUG_EXIT_PORT,
+	.nr_ports = 1,
+	.pio = debug_exit_io,
+};
 DEVICE_REGISTER(debug_exit_device)

@@ -3,10 +3,8 @@
  * port bit 0) to the command port ends the VM with reason `reset`, which is how Linux reboots with `reboot=k`.
  */
 #include "device.h"
-#include "error.h"
 #include "internal.h"
 
-#include <errno.h>
 
 #define I8042_DATA 0x60
 #define I8042_COMMAND 0x64
@@ -24,15 +22,10 @@ static void i8042_io(struct vm *vm, uint64_t offset, uint8_t *data, uint32_t len
 		vm_end(vm, VM_EXIT_RESET, 0, "the guest reset the machine");
 }
 
-static int i8042_setup(struct vm *vm, void **state, struct vm_error *err)
-{
-	int ret = io_bus_register(&vm->pio, I8042_DATA, 5, i8042_io, NULL);
-
-	*state = NULL;
-	if (ret < 0)
-		return vm_error_set(err, -ret, "cannot register the i8042 at 0x60");
-	return 0;
-}
-
-static struct device_type i8042_device = { .name = "i8042", .setup = i8042_setup };
+static struct device_type i8042_device = {
+	.name = "i8042",
+	.port = I8042_DATA,
+	.nr_ports = 5,
+	.pio = i8042_io,
+};
 DEVICE_REGISTER(i8042_device)

@@ -6,10 +6,8 @@
  */
 #include "acpi.h"
 #include "device.h"
-#include "error.h"
 #include "internal.h"
 
-#include <errno.h>
 #include <string.h>
 
 static void pvpanic_io(struct vm *vm, uint64_t offset, uint8_t *data, uint32_t len, int is_write, void *opaque)
@@ -25,15 +23,10 @@ static void pvpanic_io(struct vm *vm, uint64_t offset, uint8_t *data, uint32_t l
 		vm_end(vm, VM_EXIT_PANIC, 0, "the guest kernel panicked");
 }
 
-static int pvpanic_setup(struct vm *vm, void **state, struct vm_error *err)
-{
-	int ret = io_bus_register(&vm->pio, PVPANIC_PORT, 1, pvpanic_io, NULL);
-
-	*state = NULL;
-	if (ret < 0)
-		return vm_error_set(err, -ret, "cannot register the pvpanic port at 0x%x", PVPANIC_PORT);
-	return 0;
-}
-
-static struct device_type pvpanic_device = { .name = "pvpanic", .setup = pvpanic_setup };
+static struct device_type pvpanic_device = {
+	.name = "pvpanic",
+	.port = PVPANIC_PORT,
+	.nr_ports = 1,
+	.pio = pvpanic_io,
+};
 DEVICE_REGISTER(pvpanic_device)

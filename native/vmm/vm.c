@@ -117,7 +117,14 @@ static int devices_setup(struct vm *vm, struct vm_error *err)
 			return vm_error_set(err, ENOSPC, "too many devices");
 		d = &vm->devices[vm->nr_devices];
 		d->type = t;
-		ret = t->setup(vm, &d->state, err);
+		if (t->setup) {
+			ret = t->setup(vm, &d->state, err);
+		} else {
+			d->state = NULL;
+			ret = io_bus_register(&vm->pio, t->port, t->nr_ports, t->pio, NULL);
+			if (ret < 0)
+				ret = vm_error_set(err, -ret, "cannot register the %s at port 0x%x", t->name, t->port);
+		}
 		if (ret < 0)
 			return ret;
 		vm->nr_devices++;
