@@ -11,6 +11,8 @@
 #define SMOL_TEST_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #ifndef TEST_TIMEOUT_S
 #define TEST_TIMEOUT_S 20	/* seconds a test may take before it is killed and fails */
@@ -81,5 +83,40 @@ int test_tmpfile(char path[static TEST_PATH_MAX], const void *data, size_t len);
 			test_fail(__FILE__, __LINE__, "CHECK_STR_CONTAINS(%s, %s): \"%s\" does not contain \"%s\"", \
 				  #haystack, #needle, h_ ? h_ : "(null)", n_);                  \
 	} while (0)
+
+/* Byte sum of a firmware table (ACPI, MP): 0 when its checksum is right. */
+static inline uint8_t test_byte_sum(const uint8_t *p, size_t len)
+{
+	uint8_t s = 0;
+
+	while (len--)
+		s += *p++;
+	return s;
+}
+
+/* Little-endian fields at any alignment, as the guest sees them in its memory. */
+static inline uint16_t test_rd16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return v;
+}
+
+static inline uint32_t test_rd32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static inline uint64_t test_rd64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
 
 #endif

@@ -14,39 +14,6 @@
 
 #define RAM (64ULL << 20)
 
-static uint8_t sum(const uint8_t *p, size_t len)
-{
-	uint8_t s = 0;
-
-	while (len--)
-		s += *p++;
-	return s;
-}
-
-static uint16_t rd16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return v;
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-}
-
-static uint64_t rd64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return v;
-}
-
 /* A guest of `nr_cpus` vCPUs set up by boot_setup, as the VMM does before the first instruction. */
 static int boot(struct guest_mem *mem, int nr_cpus, struct vm_error *err)
 {
@@ -67,9 +34,9 @@ static const uint8_t *table(const struct guest_mem *mem, uint64_t addr, const ch
 		test_fail(__FILE__, __LINE__, "no %s table at 0x%llx", sig, (unsigned long long)addr);
 		return NULL;
 	}
-	*len = rd32(t + 4);
+	*len = test_rd32(t + 4);
 	t = guest_mem_ptr(mem, addr, *len);
-	if (!t || *len < 36 || sum(t, *len) != 0) {
+	if (!t || *len < 36 || test_byte_sum(t, *len) != 0) {
 		test_fail(__FILE__, __LINE__, "%s at 0x%llx: length %u or checksum is wrong", sig, (unsigned long long)addr,
 			  *len);
 		return NULL;
@@ -83,15 +50,15 @@ static const uint8_t *xsdt_find(const struct guest_mem *mem, const char *sig, ui
 	const uint8_t *rsdp = guest_mem_ptr(mem, ACPI_RSDP_ADDR, 36), *xsdt, *found = NULL;
 	uint32_t xsdt_len;
 
-	if (!rsdp || !(xsdt = table(mem, rd64(rsdp + 24), "XSDT", &xsdt_len)))
+	if (!rsdp || !(xsdt = table(mem, test_rd64(rsdp + 24), "XSDT", &xsdt_len)))
 		return NULL;
 	for (uint32_t off = 36; off + 8 <= xsdt_len; off += 8) {
-		const uint8_t *t = guest_mem_ptr(mem, rd64(xsdt + off), 4);
+		const uint8_t *t = guest_mem_ptr(mem, test_rd64(xsdt + off), 4);
 
 		if (t && memcmp(t, sig, 4) == 0) {
 			if (found)
 				test_fail(__FILE__, __LINE__, "the XSDT lists %s twice", sig);
-			*addr = rd64(xsdt + off);
+			*addr = test_rd64(xsdt + off);
 			found = table(mem, *addr, sig, len);
 		}
 	}
@@ -127,16 +94,16 @@ TEST(rsdp_at_0xe0000_has_both_checksums_and_leads_to_fadt_and_madt)
 	rsdp = guest_mem_ptr(&mem, 0xe0000, 36);
 	REQUIRE(rsdp);
 	CHECK(memcmp(rsdp, "RSD PTR ", 8) == 0);
-	CHECK_EQ_INT(sum(rsdp, 20), 0);			/* ACPI 1.0 checksum */
-	CHECK_EQ_INT(sum(rsdp, 36), 0);			/* extended checksum */
+	CHECK_EQ_INT(test_byte_sum(rsdp, 20), 0);			/* ACPI 1.0 checksum */
+	CHECK_EQ_INT(test_byte_sum(rsdp, 36), 0);			/* extended checksum */
 	CHECK_EQ_INT(rsdp[15], 2);			/* revision */
-	CHECK_EQ_INT(rd32(rsdp + 16), 0);		/* no RSDT */
-	CHECK_EQ_INT(rd32(rsdp + 20), 36);		/* length */
+	CHECK_EQ_INT(test_rd32(rsdp + 16), 0);		/* no RSDT */
+	CHECK_EQ_INT(test_rd32(rsdp + 20), 36);		/* length */
 	zero_page = guest_mem_ptr(&mem, BOOT_ZERO_PAGE, 4096);
 	REQUIRE(zero_page);
-	CHECK_EQ_INT(rd64(zero_page + 0x070), 0xe0000);	/* boot_params.acpi_rsdp_addr */
+	CHECK_EQ_INT(test_rd64(zero_page + 0x070), 0xe0000);	/* boot_params.acpi_rsdp_addr */
 
-	xsdt = table(&mem, rd64(rsdp + 24), "XSDT", &len);
+	xsdt = table(&mem, test_rd64(rsdp + 24), "XSDT", &len);
 	REQUIRE(xsdt);
 	CHECK_EQ_INT(len, 36 + 2 * 8);			/* FADT and MADT, nothing else */
 	CHECK(xsdt_find(&mem, "FACP", &addr, &len) != NULL);
@@ -160,17 +127,17 @@ TEST(fadt_is_hardware_reduced_with_the_sleep_register_on_port_0x600)
 	CHECK_EQ_INT(len, 276);
 	CHECK_EQ_INT(fadt[8], 6);				/* revision */
 	CHECK_EQ_INT(fadt[131], 5);				/* minor version: ACPI 6.5 */
-	CHECK(rd32(fadt + 112) & (1u << 20));			/* HW_REDUCED_ACPI */
-	CHECK_EQ_INT(rd32(fadt + 112) & ~((1u << 20) | (1u << 4) | (1u << 5)), 0);	/* and only the buttons */
-	CHECK_EQ_INT(rd16(fadt + 109), (1 << 0) | (1 << 2) | (1 << 5));	/* legacy devices, no VGA, no RTC; no 8042 */
-	CHECK_EQ_INT(rd16(fadt + 46), 0);			/* SCI_INT: none */
-	CHECK_EQ_INT(rd32(fadt + 56), 0);			/* no PM1a event block, */
-	CHECK_EQ_INT(rd32(fadt + 76), 0);			/* no PM timer */
-	CHECK_EQ_INT(rd64(fadt + 132), 0);			/* no FACS */
+	CHECK(test_rd32(fadt + 112) & (1u << 20));			/* HW_REDUCED_ACPI */
+	CHECK_EQ_INT(test_rd32(fadt + 112) & ~((1u << 20) | (1u << 4) | (1u << 5)), 0);	/* and only the buttons */
+	CHECK_EQ_INT(test_rd16(fadt + 109), (1 << 0) | (1 << 2) | (1 << 5));	/* legacy devices, no VGA, no RTC; no 8042 */
+	CHECK_EQ_INT(test_rd16(fadt + 46), 0);			/* SCI_INT: none */
+	CHECK_EQ_INT(test_rd32(fadt + 56), 0);			/* no PM1a event block, */
+	CHECK_EQ_INT(test_rd32(fadt + 76), 0);			/* no PM timer */
+	CHECK_EQ_INT(test_rd64(fadt + 132), 0);			/* no FACS */
 	CHECK(memcmp(fadt + 244, sleep_gas, 12) == 0);		/* SLEEP_CONTROL_REG */
 	CHECK(memcmp(fadt + 256, sleep_gas, 12) == 0);		/* SLEEP_STATUS_REG */
-	CHECK_EQ_INT(rd32(fadt + 40), rd64(fadt + 140));	/* DSDT == X_DSDT */
-	CHECK(table(&mem, rd64(fadt + 140), "DSDT", &dsdt_len) != NULL);
+	CHECK_EQ_INT(test_rd32(fadt + 40), test_rd64(fadt + 140));	/* DSDT == X_DSDT */
+	CHECK(table(&mem, test_rd64(fadt + 140), "DSDT", &dsdt_len) != NULL);
 	guest_mem_exit(&mem);
 }
 
@@ -187,8 +154,8 @@ static void check_madt(int nr_cpus)
 	REQUIRE(mem.host);
 	madt = xsdt_find(&mem, "APIC", &addr, &len);
 	REQUIRE(madt);
-	CHECK_EQ_INT(rd32(madt + 36), 0xfee00000);		/* local APIC address */
-	CHECK_EQ_INT(rd32(madt + 40), 1);			/* PCAT_COMPAT */
+	CHECK_EQ_INT(test_rd32(madt + 36), 0xfee00000);		/* local APIC address */
+	CHECK_EQ_INT(test_rd32(madt + 40), 1);			/* PCAT_COMPAT */
 	end = madt + len;
 	for (p = madt + 44; p + 2 <= end && p[1] >= 2 && p + p[1] <= end; p += p[1]) {
 		switch (p[0]) {
@@ -196,20 +163,20 @@ static void check_madt(int nr_cpus)
 			CHECK_EQ_INT(p[1], 8);
 			CHECK_EQ_INT(p[2], lapics);
 			CHECK_EQ_INT(p[3], lapics);
-			CHECK_EQ_INT(rd32(p + 4), 1);		/* enabled */
+			CHECK_EQ_INT(test_rd32(p + 4), 1);		/* enabled */
 			lapics++;
 			break;
 		case 1:						/* I/O APIC: as in the MP table */
 			CHECK_EQ_INT(p[1], 12);
 			CHECK_EQ_INT(p[2], nr_cpus);
-			CHECK_EQ_INT(rd32(p + 4), 0xfec00000);
-			CHECK_EQ_INT(rd32(p + 8), 0);		/* GSI base */
+			CHECK_EQ_INT(test_rd32(p + 4), 0xfec00000);
+			CHECK_EQ_INT(test_rd32(p + 8), 0);		/* GSI base */
 			ioapics++;
 			break;
 		case 4:						/* local APIC NMI: LINT1 of every processor */
 			CHECK_EQ_INT(p[1], 6);
 			CHECK_EQ_INT(p[2], 0xff);
-			CHECK_EQ_INT(rd16(p + 3), 0);
+			CHECK_EQ_INT(test_rd16(p + 3), 0);
 			CHECK_EQ_INT(p[5], 1);
 			nmis++;
 			break;
@@ -256,10 +223,10 @@ TEST(madt_and_mp_table_route_isa_irqs_alike)
 	REQUIRE(mem.host);
 	mpf = guest_mem_ptr(&mem, BOOT_EBDA, 16);
 	REQUIRE(mpf);
-	mpc = guest_mem_ptr(&mem, rd32(mpf + 4), 44);
+	mpc = guest_mem_ptr(&mem, test_rd32(mpf + 4), 44);
 	REQUIRE(mpc);
-	mpc_len = rd16(mpc + 4);
-	mpc = guest_mem_ptr(&mem, rd32(mpf + 4), mpc_len);
+	mpc_len = test_rd16(mpc + 4);
+	mpc = guest_mem_ptr(&mem, test_rd32(mpf + 4), mpc_len);
 	REQUIRE(mpc);
 	for (p = mpc + 44; p < mpc + mpc_len; p += p[0] == 0 ? 20 : 8) {
 		if (p[0] == 2)
@@ -267,7 +234,7 @@ TEST(madt_and_mp_table_route_isa_irqs_alike)
 		if (p[0] != 3 || p[5] >= 16)			/* I/O interrupt entries of ISA IRQs */
 			continue;
 		CHECK_EQ_INT(p[1], 0);				/* INT, not NMI/SMI/ExtINT */
-		CHECK_EQ_INT(rd16(p + 2), 0);			/* polarity and trigger conform to the bus */
+		CHECK_EQ_INT(test_rd16(p + 2), 0);			/* polarity and trigger conform to the bus */
 		CHECK_EQ_INT(p[7], p[5]);			/* pin = IRQ */
 		isa++;
 	}
@@ -320,7 +287,7 @@ TEST(dsdt_aml_has_s5_com1_and_the_pvpanic_device)
 	REQUIRE(mem.host);
 	fadt = xsdt_find(&mem, "FACP", &addr, &fadt_len);
 	REQUIRE(fadt);
-	dsdt = table(&mem, rd64(fadt + 140), "DSDT", &len);
+	dsdt = table(&mem, test_rd64(fadt + 140), "DSDT", &len);
 	REQUIRE(dsdt);
 	CHECK_EQ_INT(dsdt[8], 2);				/* revision 2: 64-bit integers */
 	aml = dsdt + 36;
@@ -369,7 +336,7 @@ static void check_tables_apart(int nr_cpus)
 	start[n] = ACPI_RSDP_ADDR;
 	stop[n] = start[n] + 36;
 	n++;
-	start[n] = rd64((const uint8_t *)guest_mem_ptr(&mem, ACPI_RSDP_ADDR, 36) + 24);
+	start[n] = test_rd64((const uint8_t *)guest_mem_ptr(&mem, ACPI_RSDP_ADDR, 36) + 24);
 	stop[n] = start[n] + 52;
 	n++;
 	for (int i = 0; i < 2; i++) {
@@ -378,8 +345,8 @@ static void check_tables_apart(int nr_cpus)
 		stop[n++] = addr + len;
 	}
 	fadt = xsdt_find(&mem, "FACP", &addr, &len);
-	REQUIRE(fadt && table(&mem, rd64(fadt + 140), "DSDT", &len));
-	start[n] = rd64(fadt + 140);
+	REQUIRE(fadt && table(&mem, test_rd64(fadt + 140), "DSDT", &len));
+	start[n] = test_rd64(fadt + 140);
 	stop[n] = start[n] + len;
 	for (int i = 0; i <= n; i++) {
 		CHECK(start[i] >= 0xe0000);			/* above the MP table and the EBDA */

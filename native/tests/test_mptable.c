@@ -10,23 +10,6 @@
 
 #define RAM (64ULL << 20)
 
-static uint8_t sum(const uint8_t *p, size_t len)
-{
-	uint8_t s = 0;
-
-	while (len--)
-		s += *p++;
-	return s;
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-}
-
 static void check_mp_table(int nr_cpus)
 {
 	static const struct kernel_image k = { .kind = KERNEL_ELF64, .entry = 0x100000, .end = 0x200000 };
@@ -44,15 +27,15 @@ static void check_mp_table(int nr_cpus)
 	REQUIRE(mpf);
 	CHECK(memcmp(mpf, "_MP_", 4) == 0);
 	CHECK_EQ_INT(mpf[8], 1);			/* length in 16-byte units */
-	CHECK_EQ_INT(sum(mpf, 16), 0);
-	table = guest_mem_ptr(&mem, rd32(mpf + 4), 44);
+	CHECK_EQ_INT(test_byte_sum(mpf, 16), 0);
+	table = guest_mem_ptr(&mem, test_rd32(mpf + 4), 44);
 	REQUIRE(table);
 	CHECK(memcmp(table, "PCMP", 4) == 0);
 	memcpy(&len, table + 4, 2);
-	table = guest_mem_ptr(&mem, rd32(mpf + 4), len);
+	table = guest_mem_ptr(&mem, test_rd32(mpf + 4), len);
 	REQUIRE(table && len >= 44);
-	CHECK_EQ_INT(sum(table, len), 0);
-	CHECK_EQ_INT(rd32(table + 36), 0xfee00000);	/* local APIC address */
+	CHECK_EQ_INT(test_byte_sum(table, len), 0);
+	CHECK_EQ_INT(test_rd32(table + 36), 0xfee00000);	/* local APIC address */
 
 	end = table + len;
 	for (p = table + 44; p < end;) {
@@ -62,7 +45,7 @@ static void check_mp_table(int nr_cpus)
 			cpus++;
 			p += 20;
 		} else if (p[0] <= 4) {
-			ioapics += p[0] == 2 && rd32(p + 4) == 0xfec00000;
+			ioapics += p[0] == 2 && test_rd32(p + 4) == 0xfec00000;
 			p += 8;
 		} else {
 			test_fail(__FILE__, __LINE__, "unknown MP entry type %u at offset %td", p[0], p - table);
