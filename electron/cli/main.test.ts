@@ -1,13 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { captureOutput } from '../../tests/helpers/capture-output.js';
 import { main } from './main.js';
-
-function captureOutput() {
-  const out: string[] = [];
-  const err: string[] = [];
-  vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => (out.push(String(chunk)), true));
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => (err.push(String(chunk)), true));
-  return { out: () => out.join(''), err: () => err.join('') };
-}
 
 afterEach(() => {
   vi.restoreAllMocks();

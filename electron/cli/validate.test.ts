@@ -5,6 +5,7 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { parseSmolfile } from '../smolfile/smolfile.js';
 import { UsageError } from './errors.js';
 import { main } from './main.js';
+import { captureOutput } from '../../tests/helpers/capture-output.js';
 import { formatValidation, parseValidateArgs } from './validate.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'smol-validate-'));
@@ -14,14 +15,6 @@ function smolfile(name: string, text: string): string {
   const file = path.join(dir, name);
   writeFileSync(file, text);
   return file;
-}
-
-function captureOutput() {
-  const out: string[] = [];
-  const err: string[] = [];
-  vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => (out.push(String(chunk)), true));
-  vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => (err.push(String(chunk)), true));
-  return { out: () => out.join(''), err: () => err.join('') };
 }
 
 afterEach(() => {

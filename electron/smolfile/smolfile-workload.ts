@@ -14,12 +14,17 @@ import {
 /** Keys that need the guest agent, so a bare kernel cannot have them. */
 export const AGENT_KEYS = ['entrypoint', 'cmd', 'env', 'workdir', 'user', 'init', 'health'] as const;
 
+/** What runs in the guest, through the agent. */
 export interface SmolfileWorkload {
+  /** The workload command (Docker semantics); null: the image's default. */
   entrypoint: string[] | null;
   cmd: string[] | null;
   env: Record<string, string>;
+  /** Absolute directory in the guest; null: the image's default. */
   workdir: string | null;
+  /** User (or uid, with an optional `:group`) the workload and exec run as; null: root. */
   user: string | null;
+  /** Shell commands run once, as root, on the first boot; the base snapshot is taken after them. */
   init: string[];
 }
 

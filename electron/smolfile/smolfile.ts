@@ -7,7 +7,13 @@ import TOML from '@iarna/toml';
 import { readGuest, type SmolfileImage } from './smolfile-guest.js';
 import { KNOWN_KEYS, UNSUPPORTED_SMOLVM_KEYS, suggestKey } from './smolfile-keys.js';
 import { ProblemList, type SmolfileProblem } from './smolfile-problems.js';
-import { readHealth, readWorkload, AGENT_KEYS, type SmolfileHealth } from './smolfile-workload.js';
+import {
+  readHealth,
+  readWorkload,
+  AGENT_KEYS,
+  type SmolfileHealth,
+  type SmolfileWorkload,
+} from './smolfile-workload.js';
 import { locateKeys, formatKeyPath, type KeyPath } from './toml-locator.js';
 import { isTable, readDuration, readInteger, readTable, type TomlTable } from './toml-values.js';
 import { parseDuration } from './duration.js';
@@ -26,7 +32,7 @@ export interface SmolfileSnapshots {
 }
 
 /** A valid Smolfile with every default applied: what the engine boots. */
-export interface Smolfile {
+export interface Smolfile extends SmolfileWorkload {
   /** Absolute path of the Smolfile; relative paths in it were resolved from its directory. */
   path: string;
   /** The root filesystem and agent; null for a bare kernel (`kernel` and no `image`), booted as it is. */
@@ -39,16 +45,6 @@ export interface Smolfile {
   cmdline: string;
   cpus: number;
   memoryMiB: number;
-  /** The workload command (Docker semantics); null: the image's default. */
-  entrypoint: string[] | null;
-  cmd: string[] | null;
-  env: Record<string, string>;
-  /** Absolute directory in the guest; null: the image's default. */
-  workdir: string | null;
-  /** User (or uid, with an optional `:group`) the workload and exec run as; null: root. */
-  user: string | null;
-  /** Shell commands run once, as root, on the first boot; the base snapshot is taken after them. */
-  init: string[];
   health: SmolfileHealth | null;
   snapshots: SmolfileSnapshots;
 }
