@@ -18,9 +18,12 @@
         "vmm/io.c",
         "vmm/kvm_probe.c",
         "vmm/loader.c",
+        "vmm/mem_layer.c",
         "vmm/mptable.c",
         "vmm/pvpanic.c",
         "vmm/serial.c",
+        "vmm/snapfile.c",
+        "vmm/snapshot.c",
         "vmm/uart.c",
         "vmm/vm.c"
       ],

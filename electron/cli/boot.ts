@@ -8,6 +8,7 @@ import { ConsoleInput } from './console-input.js';
 import { CommandError, UsageError } from './errors.js';
 
 export const BOOT_HELP = `Usage: smol boot [--kernel FILE] [--initrd FILE] [--cmdline STR] [--memory MiB] [--cpus N]
+       smol boot --restore DIR
 
 Boots a kernel (ELF64 vmlinux, bzImage, or a tiny test guest) in a microVM. Without --kernel it
 boots the Linux guest that \`smol guest build\` built: its kernel, its base initramfs (a shell on
@@ -22,6 +23,8 @@ Options:
                    the one above)
   --memory MiB     guest RAM, ${VM_LIMITS.memoryMiB.min} to ${VM_LIMITS.memoryMiB.max} (default ${VM_LIMITS.memoryMiB.default})
   --cpus N         vCPUs, ${VM_LIMITS.cpus.min} to ${VM_LIMITS.cpus.max} (default ${VM_LIMITS.cpus.default})
+  --restore DIR    continue a VM from the snapshot in DIR (docs/snapshots.md) instead of booting;
+                   its memory, vCPUs and devices come from the snapshot
   -h, --help       show this help
 
 Console keys (as in QEMU):
@@ -45,9 +48,12 @@ export interface BootArgs {
   cmdline?: string;
   memoryMiB: number;
   cpus: number;
+  /** A snapshot directory to continue from instead of booting. */
+  restore?: string;
 }
 
 const FLAGS = {
+  restore: { type: 'string' },
   kernel: { type: 'string' },
   initrd: { type: 'string' },
   cmdline: { type: 'string' },
@@ -63,6 +69,13 @@ export function parseBootArgs(argv: string[]): BootArgs | 'help' {
   for (const name of ['kernel', 'initrd'] as const) {
     if (flags[name] === '') throw new UsageError('boot', `--${name} needs a file`);
   }
+  if (flags.restore !== undefined) {
+    if (flags.restore === '') throw new UsageError('boot', '--restore needs a snapshot directory');
+    const clash = (['kernel', 'initrd', 'cmdline', 'memory', 'cpus'] as const).find((n) => flags[n] !== undefined);
+    if (clash) {
+      throw new UsageError('boot', `--restore takes the VM from the snapshot; --${clash} cannot be given with it`);
+    }
+  }
   const args: BootArgs = {
     memoryMiB: parseIntegerFlag('boot', '--memory', flags.memory, VM_LIMITS.memoryMiB),
     cpus: parseIntegerFlag('boot', '--cpus', flags.cpus, VM_LIMITS.cpus),
@@ -70,6 +83,7 @@ export function parseBootArgs(argv: string[]): BootArgs | 'help' {
   if (flags.kernel !== undefined) args.kernel = flags.kernel;
   if (flags.initrd !== undefined) args.initrd = flags.initrd;
   if (flags.cmdline !== undefined) args.cmdline = flags.cmdline;
+  if (flags.restore !== undefined) args.restore = flags.restore;
   return args;
 }
 
@@ -122,7 +136,10 @@ export async function runBoot(argv: string[]): Promise<number> {
     process.stdout.write(BOOT_HELP);
     return 0;
   }
-  const vm = await Vm.create(resolveBootTarget(args, findGuestAssets()));
+  const vm =
+    args.restore !== undefined
+      ? await Vm.restore(args.restore)
+      : await Vm.create(resolveBootTarget(args, findGuestAssets()));
   const input = new ConsoleInput(vm, { input: process.stdin, notices: process.stderr });
   let endsLine = true;
   vm.on('console', (chunk) => {

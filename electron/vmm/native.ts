@@ -36,7 +36,52 @@ export interface VmExit {
   message: string;
 }
 
+export interface CheckpointProgress {
+  phase: 'memory';
+  done: number;
+  total: number;
+}
+
+/** What `checkpoint` wrote (docs/snapshots.md). */
+export interface CheckpointInfo {
+  id: string;
+  dir: string;
+  /** `full`: all of memory; `diff`: the pages written since `parentDir`'s snapshot. */
+  kind: 'full' | 'diff';
+  parentDir: string | null;
+  /** How long the vCPUs were stopped. */
+  pauseMs: number;
+  /** Writing the snapshot to disk after the VM ran again. */
+  writeMs: number;
+  /** Pages frozen into a new memory layer by this checkpoint. */
+  dirtyPages: number;
+  /** Pages in the snapshot's memory layer on disk. */
+  pages: number;
+  bytesWritten: number;
+  memoryBytes: number;
+  cpus: number;
+}
+
+export interface MemoryStats {
+  guestBytes: number;
+  /** Pages of guest RAM this VM has touched. */
+  residentBytes: number;
+  /** Of those, pages only this VM has (its own writes). */
+  privateBytes: number;
+  /** Of those, pages read from a snapshot layer other VMs may map too. */
+  sharedBytes: number;
+}
+
+export interface ForkCallbacks {
+  onConsole: (chunk: Buffer) => void;
+  onExit: (exit: VmExit) => void;
+}
+
 export interface NativeVm {
+  checkpoint(dir: string, onProgress?: (progress: CheckpointProgress) => void): Promise<CheckpointInfo>;
+  /** The children are running when it resolves. */
+  fork(children: ForkCallbacks[]): Promise<NativeVm[]>;
+  memoryStats(): Promise<MemoryStats>;
   start(): void;
   resume(): void;
   pause(): Promise<void>;
@@ -51,6 +96,13 @@ export interface NativeBinding {
   kvmProbe(): KvmProbe;
   createVm(
     config: NativeVmConfig,
+    onConsole: (chunk: Buffer) => void,
+    onExit: (exit: VmExit) => void,
+  ): Promise<NativeVm>;
+  /** A new VM (state `created`) that continues from the snapshot in `dir`. */
+  restoreVm(
+    dir: string,
+    options: { consoleBufferBytes?: number },
     onConsole: (chunk: Buffer) => void,
     onExit: (exit: VmExit) => void,
   ): Promise<NativeVm>;
@@ -75,7 +127,7 @@ export function loadNative(): NativeBinding {
       cause: err,
     });
   }
-  const missing = (['kvmProbe', 'createVm'] as const).filter((name) => typeof loaded[name] !== 'function');
+  const missing = (['kvmProbe', 'createVm', 'restoreVm'] as const).filter((name) => typeof loaded[name] !== 'function');
   if (missing.length > 0) {
     throw new Error(
       `native module ${nativeModulePath} does not export ${missing.join(', ')} (stale build?); ${BUILD_FIX}`,

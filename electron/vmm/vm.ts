@@ -1,9 +1,17 @@
 // A VM as JavaScript sees it: a thin EventEmitter over the native VM (docs/vmm.md).
 import { EventEmitter } from 'node:events';
-import { loadNative, type NativeVm, type VmExit, type VmState } from './native.js';
+import {
+  loadNative,
+  type CheckpointInfo,
+  type CheckpointProgress,
+  type MemoryStats,
+  type NativeVm,
+  type VmExit,
+  type VmState,
+} from './native.js';
 import { resolveVmOptions, type VmOptions } from './vm-options.js';
 
-export type { VmExit, VmExitReason, VmState } from './native.js';
+export type { CheckpointInfo, CheckpointProgress, MemoryStats, VmExit, VmExitReason, VmState } from './native.js';
 export type { VmOptions } from './vm-options.js';
 
 interface VmEvents {
@@ -37,6 +45,51 @@ export class Vm extends EventEmitter<VmEvents> {
       (exit) => vm.#onExit(exit),
     );
     return vm;
+  }
+
+  /**
+   * A new VM that continues from the snapshot in `dir` (docs/snapshots.md); it starts paused, like `create`.
+   * The snapshot is checked first: a truncated, corrupted or foreign one is refused with what is wrong.
+   */
+  static async restore(dir: string, options: { consoleBufferBytes?: number } = {}): Promise<Vm> {
+    const binding = loadNative();
+    const vm = new Vm();
+    vm.#native = await binding.restoreVm(
+      dir,
+      options,
+      (chunk) => vm.emit('console', chunk),
+      (exit) => vm.#onExit(exit),
+    );
+    return vm;
+  }
+
+  /**
+   * Writes a snapshot of the running (or paused) VM to `dir`, which must not exist. The vCPUs stop only while
+   * their state is captured and memory is frozen; the disk writes happen while the VM runs.
+   */
+  checkpoint(dir: string, onProgress?: (progress: CheckpointProgress) => void): Promise<CheckpointInfo> {
+    return this.#vm().checkpoint(dir, onProgress);
+  }
+
+  /** `count` copies of this VM, running from its current state; it keeps running too. */
+  async fork(count: number): Promise<Vm[]> {
+    if (!Number.isInteger(count) || count < 1 || count > 1024) {
+      throw new RangeError(`fork: count must be a whole number from 1 to 1024 (got ${count})`);
+    }
+    const children = Array.from({ length: count }, () => new Vm());
+    const natives = await this.#vm().fork(
+      children.map((child) => ({
+        onConsole: (chunk: Buffer) => child.emit('console', chunk),
+        onExit: (exit: VmExit) => child.#onExit(exit),
+      })),
+    );
+    natives.forEach((native, i) => (children[i]!.#native = native));
+    return children;
+  }
+
+  /** Resident, private and shared bytes of guest RAM (what a fork really costs). */
+  memoryStats(): Promise<MemoryStats> {
+    return this.#vm().memoryStats();
   }
 
   get state(): VmState {

@@ -35,6 +35,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   VmWrapConstructor(env, ctor);
   exports.Set("NativeVm", ctor);
   exports.Set("createVm", Napi::Function::New<VmWrap::Create>(env, "createVm"));
+  exports.Set("restoreVm", Napi::Function::New<VmWrap::Restore>(env, "restoreVm"));
   exports.Set("kvmProbe", Napi::Function::New<KvmProbe>(env, "kvmProbe"));
   return exports;
 }

@@ -1,5 +1,6 @@
 #include "vm_wrap.h"
 
+#include <chrono>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -99,27 +100,52 @@ static void NotifyJs(VmWrap::Host* host, Event event) {
 static void OnOutput(void* opaque) { NotifyJs(static_cast<VmWrap::Host*>(opaque), Event::kOutput); }
 static void OnExit(void* opaque) { NotifyJs(static_cast<VmWrap::Host*>(opaque), Event::kExit); }
 
+// A Host with its event function, made on the JavaScript thread. Until a wrapper owns it, ReleaseFromWrapper() is
+// how it is given up.
+static VmWrap::Host* NewHost(Napi::Env env, const Napi::Function& on_console, const Napi::Function& on_exit) {
+  auto* host = new VmWrap::Host();
+  host->on_console = Napi::Persistent(on_console);
+  host->on_exit = Napi::Persistent(on_exit);
+  host->tsfn = Napi::ThreadSafeFunction::New(env, on_console, "smol:vm-events", 0, 1, [host](Napi::Env) {
+    host->tsfn_finalized = true;
+    if (host->wrapper_gone) delete host;
+  });
+  return host;
+}
+
+// The wrapper object for a Host whose VM exists. A running VM keeps itself and Node alive until it exits.
+static Napi::Object WrapHost(Napi::Env env, VmWrap::Host* host, bool running);
+static struct vm* LiveVm(const Napi::CallbackInfo& info, VmWrap::Host* host, const char* what);
+
 namespace {
 
+// Creates a VM off the JavaScript thread: boots one from config, or restores one from a snapshot directory.
 class CreateWorker : public Napi::AsyncWorker {
  public:
-  CreateWorker(Napi::Env env, VmWrap::Host* host)
-      : Napi::AsyncWorker(env, "smol:createVm"), host_(host), deferred_(Napi::Promise::Deferred::New(env)) {}
+  CreateWorker(Napi::Env env, VmWrap::Host* host, std::string restore_dir = "")
+      : Napi::AsyncWorker(env, "smol:createVm"),
+        host_(host),
+        restore_dir_(std::move(restore_dir)),
+        deferred_(Napi::Promise::Deferred::New(env)) {}
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
     struct vm_callbacks cb = {host_, OnOutput, OnExit};
     struct vm_error err = {};
-    if (vm_create(&host_->config, &cb, &host_->vm, &err) < 0) SetError(err.msg);
+    if (restore_dir_.empty()) {
+      if (vm_create(&host_->config, &cb, &host_->vm, &err) < 0) SetError(err.msg);
+      return;
+    }
+    struct vm_snapshot* snap = nullptr;
+    if (vm_snapshot_open(restore_dir_.c_str(), &snap, &err) < 0 ||
+        vm_restore(snap, host_->config.console_limit, &cb, &host_->vm, &err) < 0)
+      SetError(err.msg);
+    vm_snapshot_put(snap);
   }
   void OnOK() override {
-    Napi::Env env = Env();
-    Napi::Object obj = constructor_ref(env)->New({Napi::External<VmWrap::Host>::New(env, host_)});
     // Until start(), neither the wrapper nor the event function keeps anything alive: a VM that is dropped before
     // it runs is collected and destroyed. start() takes both references; the exit gives them back.
-    host_->self = Napi::Weak(obj);
-    host_->tsfn.Unref(env);
-    deferred_.Resolve(obj);
+    deferred_.Resolve(WrapHost(Env(), host_, false));
   }
   void OnError(const Napi::Error& e) override {
     host_->ReleaseFromWrapper();  // no wrapper will ever exist
@@ -128,6 +154,7 @@ class CreateWorker : public Napi::AsyncWorker {
 
  private:
   VmWrap::Host* host_;
+  std::string restore_dir_;
   Napi::Promise::Deferred deferred_;
 };
 
@@ -201,7 +228,7 @@ Napi::Value VmWrap::Create(const Napi::CallbackInfo& info) {
   if (info.Length() < 3 || !info[0].IsObject() || !info[1].IsFunction() || !info[2].IsFunction())
     throw Napi::TypeError::New(env, "createVm(config, onConsole, onExit) expects an object and two functions");
   Napi::Object config = info[0].As<Napi::Object>();
-  auto host = std::make_unique<Host>();
+  auto host = std::make_unique<Host>();  // until the config is checked; then NewHost's
   host->kernel = StringProp(config, "kernel", true);
   host->initrd = StringProp(config, "initrd", false);
   host->cmdline = StringProp(config, "cmdline", false);
@@ -219,18 +246,286 @@ Napi::Value VmWrap::Create(const Napi::CallbackInfo& info) {
   host->config.cmdline = host->cmdline.c_str();
   Napi::Value console_buffer = config.Get("consoleBufferBytes");
   if (!console_buffer.IsUndefined()) host->config.console_limit = static_cast<uint64_t>(IntProp(config, "consoleBufferBytes"));
-  host->on_console = Napi::Persistent(info[1].As<Napi::Function>());
-  host->on_exit = Napi::Persistent(info[2].As<Napi::Function>());
-  VmWrap::Host* raw = host.get();
-  host->tsfn = Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "smol:vm-events", 0, 1,
-                                             [raw](Napi::Env) {
-                                               raw->tsfn_finalized = true;
-                                               if (raw->wrapper_gone) delete raw;
-                                             });
-  auto* worker = new CreateWorker(env, host.release());
+  VmWrap::Host* raw = NewHost(env, info[1].As<Napi::Function>(), info[2].As<Napi::Function>());
+  raw->kernel = std::move(host->kernel);
+  raw->initrd = std::move(host->initrd);
+  raw->cmdline = std::move(host->cmdline);
+  raw->config = host->config;
+  raw->config.kernel = raw->kernel.c_str();
+  raw->config.initrd = raw->initrd.empty() ? nullptr : raw->initrd.c_str();
+  raw->config.cmdline = raw->cmdline.c_str();
+  auto* worker = new CreateWorker(env, raw);
   Napi::Promise promise = worker->Promise();
   worker->Queue();
   return promise;
+}
+
+static Napi::Object WrapHost(Napi::Env env, VmWrap::Host* host, bool running) {
+  Napi::Object obj = constructor_ref(env)->New({Napi::External<VmWrap::Host>::New(env, host)});
+  host->self = Napi::Weak(obj);
+  if (running && !host->exited) {
+    host->self.Ref();  // the event function is still referenced, as it was made
+  } else {
+    host->tsfn.Unref(env);
+  }
+  return obj;
+}
+
+Napi::Value VmWrap::Restore(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 4 || !info[0].IsString() || !info[1].IsObject() || !info[2].IsFunction() ||
+      !info[3].IsFunction())
+    throw Napi::TypeError::New(env, "restoreVm(dir, options, onConsole, onExit) expects a string, an object and two functions");
+  Napi::Object options = info[1].As<Napi::Object>();
+  uint64_t console_limit = 0;
+  if (!options.Get("consoleBufferBytes").IsUndefined())
+    console_limit = static_cast<uint64_t>(IntProp(options, "consoleBufferBytes"));
+  VmWrap::Host* host = NewHost(env, info[2].As<Napi::Function>(), info[3].As<Napi::Function>());
+  host->config.console_limit = console_limit;
+  auto* worker = new CreateWorker(env, host, info[0].As<Napi::String>().Utf8Value());
+  Napi::Promise promise = worker->Promise();
+  worker->Queue();
+  return promise;
+}
+
+namespace {
+
+struct Progress {
+  uint64_t done, total;
+};
+
+// checkpoint(dir): capture and freeze (the VM is held only for that), then write the snapshot with progress events.
+class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
+ public:
+  CheckpointWorker(const Napi::Object& wrapper, VmWrap::Host* host, std::string dir, Napi::Value on_progress)
+      : Napi::AsyncProgressWorker<Progress>(wrapper.Env(), "smol:checkpoint"),
+        host_(host),
+        dir_(std::move(dir)),
+        deferred_(Napi::Promise::Deferred::New(wrapper.Env())),
+        wrapper_(Napi::Persistent(wrapper)) {
+    if (on_progress.IsFunction()) on_progress_ = Napi::Persistent(on_progress.As<Napi::Function>());
+    host_->ops_in_flight++;
+  }
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+  void Execute(const ExecutionProgress& progress) override {
+    struct vm_error err = {};
+    struct vm_snapshot* snap = nullptr;
+    progress_ = &progress;
+    auto t0 = std::chrono::steady_clock::now();
+    if (vm_checkpoint(host_->vm, &snap, &stats_, &err) < 0) {
+      SetError(err.msg);
+      return;
+    }
+    auto t1 = std::chrono::steady_clock::now();
+    if (vm_snapshot_write(snap, dir_.c_str(), OnCProgress, this, &info_, &err) < 0) SetError(err.msg);
+    vm_snapshot_put(snap);
+    write_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+    (void)t0;
+  }
+  void OnProgress(const Progress* data, size_t count) override {
+    if (count == 0 || on_progress_.IsEmpty()) return;
+    Napi::Object p = Napi::Object::New(Env());
+    p.Set("phase", "memory");
+    p.Set("done", static_cast<double>(data[count - 1].done));
+    p.Set("total", static_cast<double>(data[count - 1].total));
+    on_progress_.Call({p});
+  }
+  void OnOK() override {
+    Finish();
+    Napi::Env env = Env();
+    Napi::Object r = Napi::Object::New(env);
+    r.Set("id", info_.id);
+    r.Set("dir", dir_);
+    r.Set("kind", info_.full ? "full" : "diff");
+    r.Set("parentDir", info_.parent_dir[0] ? Napi::Value(Napi::String::New(env, info_.parent_dir)) : env.Null());
+    r.Set("pauseMs", stats_.pause_ms);
+    r.Set("writeMs", write_ms_);
+    r.Set("dirtyPages", static_cast<double>(stats_.dirty_pages));
+    r.Set("pages", static_cast<double>(info_.pages));
+    r.Set("bytesWritten", static_cast<double>(info_.bytes_written));
+    r.Set("memoryBytes", static_cast<double>(info_.mem_size));
+    r.Set("cpus", info_.nr_cpus);
+    deferred_.Resolve(r);
+  }
+  void OnError(const Napi::Error& e) override {
+    Finish();
+    deferred_.Reject(e.Value());
+  }
+
+ private:
+  static void OnCProgress(void* opaque, uint64_t done, uint64_t total) {
+    auto* self = static_cast<CheckpointWorker*>(opaque);
+    // At most about a hundred events per checkpoint.
+    if (total && done != total && (done - self->last_sent_) * 100 < total) return;
+    self->last_sent_ = done;
+    Progress p = {done, total};
+    self->progress_->Send(&p, 1);
+  }
+  void Finish() {
+    host_->ops_in_flight--;
+    host_->DestroyWhenIdle();
+  }
+  VmWrap::Host* host_;
+  std::string dir_;
+  Napi::Promise::Deferred deferred_;
+  Napi::ObjectReference wrapper_;
+  Napi::FunctionReference on_progress_;
+  const ExecutionProgress* progress_ = nullptr;
+  uint64_t last_sent_ = 0;
+  struct vm_checkpoint_stats stats_ = {};
+  struct vm_snapshot_info info_ = {};
+  double write_ms_ = 0;
+};
+
+// fork(n): one in-memory checkpoint of the parent, restored n times; the children start before this resolves.
+class ForkWorker : public Napi::AsyncWorker {
+ public:
+  ForkWorker(const Napi::Object& wrapper, VmWrap::Host* parent, std::vector<VmWrap::Host*> children)
+      : Napi::AsyncWorker(wrapper.Env(), "smol:fork"),
+        parent_(parent),
+        children_(std::move(children)),
+        deferred_(Napi::Promise::Deferred::New(wrapper.Env())),
+        wrapper_(Napi::Persistent(wrapper)) {
+    parent_->ops_in_flight++;
+  }
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    struct vm_error err = {};
+    struct vm_snapshot* snap = nullptr;
+    if (vm_checkpoint(parent_->vm, &snap, &stats_, &err) < 0) {
+      SetError(std::string("cannot fork: ") + err.msg);
+      return;
+    }
+    for (size_t i = 0; i < children_.size(); i++) {
+      VmWrap::Host* child = children_[i];
+      struct vm_callbacks cb = {child, OnOutput, OnExit};
+      if (vm_restore(snap, parent_->config.console_limit, &cb, &child->vm, &err) < 0 || vm_start(child->vm, &err) < 0) {
+        SetError("cannot fork child " + std::to_string(i + 1) + " of " + std::to_string(children_.size()) + ": " +
+                 err.msg);
+        break;
+      }
+    }
+    vm_snapshot_put(snap);
+  }
+  void OnOK() override {
+    Finish();
+    Napi::Env env = Env();
+    Napi::Array out = Napi::Array::New(env, children_.size());
+    for (size_t i = 0; i < children_.size(); i++) out.Set(static_cast<uint32_t>(i), WrapHost(env, children_[i], true));
+    deferred_.Resolve(out);
+  }
+  void OnError(const Napi::Error& e) override {
+    Finish();
+    for (VmWrap::Host* child : children_) {
+      if (child->vm) {
+        child->on_exit.Reset();  // a child that never reached JavaScript reports nothing
+        vm_destroy(child->vm);
+        child->vm = nullptr;
+      }
+      child->ReleaseFromWrapper();
+    }
+    deferred_.Reject(e.Value());
+  }
+
+ private:
+  void Finish() {
+    parent_->ops_in_flight--;
+    parent_->DestroyWhenIdle();
+  }
+  VmWrap::Host* parent_;
+  std::vector<VmWrap::Host*> children_;
+  Napi::Promise::Deferred deferred_;
+  Napi::ObjectReference wrapper_;
+  struct vm_checkpoint_stats stats_ = {};
+};
+
+class MemoryStatsWorker : public Napi::AsyncWorker {
+ public:
+  MemoryStatsWorker(const Napi::Object& wrapper, VmWrap::Host* host)
+      : Napi::AsyncWorker(wrapper.Env(), "smol:memoryStats"),
+        host_(host),
+        deferred_(Napi::Promise::Deferred::New(wrapper.Env())),
+        wrapper_(Napi::Persistent(wrapper)) {
+    host_->ops_in_flight++;
+  }
+  Napi::Promise Promise() { return deferred_.Promise(); }
+  void Execute() override {
+    struct vm_error err = {};
+    if (vm_memory_stats(host_->vm, &stats_, &err) < 0) SetError(err.msg);
+  }
+  void OnOK() override {
+    Finish();
+    Napi::Object r = Napi::Object::New(Env());
+    r.Set("guestBytes", static_cast<double>(stats_.guest_bytes));
+    r.Set("residentBytes", static_cast<double>(stats_.resident_bytes));
+    r.Set("privateBytes", static_cast<double>(stats_.private_bytes));
+    r.Set("sharedBytes", static_cast<double>(stats_.shared_bytes));
+    deferred_.Resolve(r);
+  }
+  void OnError(const Napi::Error& e) override {
+    Finish();
+    deferred_.Reject(e.Value());
+  }
+
+ private:
+  void Finish() {
+    host_->ops_in_flight--;
+    host_->DestroyWhenIdle();
+  }
+  VmWrap::Host* host_;
+  Napi::Promise::Deferred deferred_;
+  Napi::ObjectReference wrapper_;
+  struct vm_memory_stats stats_ = {};
+};
+
+}  // namespace
+
+Napi::Value VmWrap::Checkpoint(const Napi::CallbackInfo& info) {
+  LiveVm(info, host_, "checkpoint");
+  if (info.Length() < 1 || !info[0].IsString())
+    throw Napi::TypeError::New(info.Env(), "checkpoint(dir, onProgress?) expects a directory path");
+  if (info.Length() > 1 && !info[1].IsUndefined() && !info[1].IsFunction())
+    throw Napi::TypeError::New(info.Env(), "checkpoint(dir, onProgress?): onProgress must be a function");
+  auto* worker = new CheckpointWorker(info.This().As<Napi::Object>(), host_, info[0].As<Napi::String>().Utf8Value(),
+                                      info.Length() > 1 ? info[1] : info.Env().Undefined());
+  Napi::Promise p = worker->Promise();
+  worker->Queue();
+  return p;
+}
+
+Napi::Value VmWrap::Fork(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  LiveVm(info, host_, "fork");
+  if (info.Length() < 1 || !info[0].IsArray())
+    throw Napi::TypeError::New(env, "fork(children) expects an array of {onConsole, onExit}");
+  Napi::Array list = info[0].As<Napi::Array>();
+  if (list.Length() < 1 || list.Length() > 1024)
+    throw Napi::RangeError::New(env, "fork: between 1 and 1024 children (got " + std::to_string(list.Length()) + ")");
+  for (uint32_t i = 0; i < list.Length(); i++) {
+    Napi::Value v = list.Get(i);
+    if (!v.IsObject() || !v.As<Napi::Object>().Get("onConsole").IsFunction() ||
+        !v.As<Napi::Object>().Get("onExit").IsFunction())
+      throw Napi::TypeError::New(env, "fork: child " + std::to_string(i + 1) + " needs onConsole and onExit functions");
+  }
+  std::vector<VmWrap::Host*> children;
+  for (uint32_t i = 0; i < list.Length(); i++) {
+    Napi::Object o = list.Get(i).As<Napi::Object>();
+    children.push_back(NewHost(env, o.Get("onConsole").As<Napi::Function>(), o.Get("onExit").As<Napi::Function>()));
+  }
+  auto* worker = new ForkWorker(info.This().As<Napi::Object>(), host_, std::move(children));
+  Napi::Promise p = worker->Promise();
+  worker->Queue();
+  return p;
+}
+
+Napi::Value VmWrap::MemoryStats(const Napi::CallbackInfo& info) {
+  LiveVm(info, host_, "read memory statistics");
+  auto* worker = new MemoryStatsWorker(info.This().As<Napi::Object>(), host_);
+  Napi::Promise p = worker->Promise();
+  worker->Queue();
+  return p;
 }
 
 Napi::Function VmWrap::Define(Napi::Env env) {
@@ -238,6 +533,8 @@ Napi::Function VmWrap::Define(Napi::Env env) {
                      {InstanceMethod<&VmWrap::Start>("start"), InstanceMethod<&VmWrap::Pause>("pause"),
                       InstanceMethod<&VmWrap::Resume>("resume"), InstanceMethod<&VmWrap::Kill>("kill"),
                       InstanceMethod<&VmWrap::WriteConsole>("writeConsole"),
+                      InstanceMethod<&VmWrap::Checkpoint>("checkpoint"), InstanceMethod<&VmWrap::Fork>("fork"),
+                      InstanceMethod<&VmWrap::MemoryStats>("memoryStats"),
                       InstanceAccessor<&VmWrap::State>("state")});
 }
 

@@ -14,6 +14,8 @@ class VmWrap : public Napi::ObjectWrap<VmWrap> {
  public:
   static Napi::Function Define(Napi::Env env);
   static Napi::Value Create(const Napi::CallbackInfo& info);  // createVm(config, onConsole, onExit) -> Promise
+  // restoreVm(dir, options, onConsole, onExit) -> Promise<NativeVm> (created, not started)
+  static Napi::Value Restore(const Napi::CallbackInfo& info);
   explicit VmWrap(const Napi::CallbackInfo& info);
   ~VmWrap() override;
 
@@ -26,6 +28,9 @@ class VmWrap : public Napi::ObjectWrap<VmWrap> {
   Napi::Value Kill(const Napi::CallbackInfo& info);
   Napi::Value WriteConsole(const Napi::CallbackInfo& info);
   Napi::Value State(const Napi::CallbackInfo& info);
+  Napi::Value Checkpoint(const Napi::CallbackInfo& info);   // checkpoint(dir, onProgress?) -> Promise<info>
+  Napi::Value Fork(const Napi::CallbackInfo& info);         // fork([{onConsole, onExit}, ...]) -> Promise<NativeVm[]>
+  Napi::Value MemoryStats(const Napi::CallbackInfo& info);  // memoryStats() -> Promise<stats>
 
   Host* host_ = nullptr;
 };

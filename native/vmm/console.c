@@ -153,3 +153,15 @@ size_t console_in_take(struct console *con, uint8_t *out, size_t len)
 	pthread_mutex_unlock(&con->lock);
 	return n;
 }
+
+size_t console_in_peek(struct console *con, uint8_t *out, size_t len)
+{
+	size_t n;
+
+	pthread_mutex_lock(&con->lock);
+	n = con->in.len < len ? con->in.len : len;
+	for (size_t i = 0; i < n; i++)
+		out[i] = con->in.buf[(con->in.head + i) % con->in.cap];
+	pthread_mutex_unlock(&con->lock);
+	return n;
+}

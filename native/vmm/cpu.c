@@ -158,7 +158,7 @@ static int fpu_setup(struct vcpu *cpu, struct vm_error *err)
 	return 0;
 }
 
-int vcpu_create(struct vm *vm, int id, struct vm_error *err)
+int vcpu_create(struct vm *vm, int id, int boot, struct vm_error *err)
 {
 	struct vcpu *cpu = &vm->cpus[id];
 	int size, ret;
@@ -177,6 +177,8 @@ int vcpu_create(struct vm *vm, int id, struct vm_error *err)
 		return vm_error_set(err, errno, "cannot map vCPU %d's run area: %s", id, strerror(errno));
 	}
 	cpu->run_size = (size_t)size;
+	if (!boot)
+		return 0;	/* a restore sets every register from the snapshot */
 	ret = cpuid_setup(cpu, err);
 	if (!ret)
 		ret = msrs_setup(cpu, err);
@@ -276,9 +278,11 @@ static int vcpu_handle_exit(struct vcpu *cpu)
 	switch (run->exit_reason) {
 	case KVM_EXIT_IO:
 		vcpu_handle_io(cpu);
+		cpu->io_pending = 1;
 		return 0;
 	case KVM_EXIT_MMIO:
 		vcpu_handle_mmio(cpu);
+		cpu->io_pending = 1;
 		return 0;
 	case KVM_EXIT_INTR:
 		return 0;
@@ -315,6 +319,19 @@ static int vcpu_wait_runnable(struct vcpu *cpu)
 
 	pthread_mutex_lock(&vm->lock);
 	while (vm->pause_req && !vm->stop_req) {
+		if (cpu->io_pending) {
+			/*
+			 * KVM finishes an I/O exit (the value of an IN lands in RAX, RIP moves on) only at the next
+			 * KVM_RUN. With immediate_exit set, KVM_RUN does just that and returns EINTR without running
+			 * guest code, so the registers a snapshot reads are consistent (KVM API, "KVM_EXIT_IO").
+			 */
+			pthread_mutex_unlock(&vm->lock);
+			__atomic_store_n(&cpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
+			ioctl(cpu->fd, KVM_RUN, 0);
+			cpu->io_pending = 0;
+			pthread_mutex_lock(&vm->lock);
+			continue;
+		}
 		if (!cpu->parked) {
 			cpu->parked = 1;
 			vm->parked++;
@@ -347,6 +364,7 @@ void *vcpu_thread(void *arg)
 		__atomic_store_n(&cpu->run->immediate_exit, 0, __ATOMIC_SEQ_CST);
 		if (vcpu_wait_runnable(cpu))
 			break;
+		cpu->io_pending = 0;	/* KVM_RUN completes it first, whatever it returns */
 		if (ioctl(cpu->fd, KVM_RUN, 0) < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;

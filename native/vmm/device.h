@@ -7,12 +7,14 @@
 #ifndef SMOL_DEVICE_H
 #define SMOL_DEVICE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "io.h"
 
 struct vm;
 struct vm_error;
+struct snap_writer;
 
 struct device_type {
 	const char *name;
@@ -21,6 +23,14 @@ struct device_type {
 	/* Instead of setup, for a stateless port device: ports [port, port + nr_ports) go to pio (opaque NULL). */
 	uint16_t port, nr_ports;
 	io_handler_fn pio;
+	/*
+	 * Snapshots (docs/snapshots.md), all optional. save appends the device's state to a DEVICE section; load puts
+	 * it back into a device that setup has just created (untrusted bytes: check every length and value). clone is
+	 * called after a restore or fork, before any vCPU runs: re-raise interrupts, mint a new identity.
+	 */
+	int (*save)(struct vm *vm, void *state, struct snap_writer *w);
+	int (*load)(struct vm *vm, void *state, const uint8_t *data, size_t len, struct vm_error *err);
+	void (*clone)(struct vm *vm, void *state);
 	struct device_type *next;
 };
 

@@ -12,4 +12,7 @@ struct vm_error {
 /* Fills err (when non-NULL) and returns -code, so callers can write `return vm_error_set(err, EINVAL, ...)`. */
 int vm_error_set(struct vm_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Puts a formatted prefix in front of the message err already has ("cannot checkpoint: "); returns -code. */
+int vm_error_prefix(struct vm_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #endif

@@ -21,6 +21,7 @@ struct vcpu {
 	int thread_started;
 	int running;		/* under vm->lock: the thread has not finished yet (safe to signal) */
 	int parked;
+	int io_pending;		/* vCPU thread only: an I/O exit was handled and KVM_RUN has not completed it yet */
 };
 
 struct device_instance {
@@ -46,8 +47,23 @@ struct vm {
 	pthread_cond_t cond;
 	enum vm_state state;
 	int pause_req, stop_req, alive, parked, joined, exit_notified;
+	int busy;		/* a checkpoint holds the VM: pause and resume from outside are refused */
+	int dirty_log;		/* the memory slots log dirty pages */
 	struct vm_exit exit;
 };
+
+/* vm.c, for snapshot.c: the parts of creating a VM that a restore shares with a boot. */
+struct vm *vm_alloc(int nr_cpus, uint64_t console_limit, const struct vm_callbacks *cb, struct vm_error *err);
+int vm_kvm_setup(struct vm *vm, struct vm_error *err);
+int vm_memory_register(struct vm *vm, int log_dirty, struct vm_error *err);
+void vm_memory_unregister(struct vm *vm);
+int vm_devices_setup(struct vm *vm, struct vm_error *err);
+/*
+ * Holds a running or paused VM for a checkpoint: marks it busy (outside pause and resume are refused) and parks
+ * every vCPU. vm_release lets it go, resuming it when it was running.
+ */
+int vm_hold(struct vm *vm, int *was_running, struct vm_error *err);
+void vm_release(struct vm *vm, int was_running);
 
 /* Ends the VM from inside (a device or a vCPU): records the first reason and asks every vCPU to stop. */
 void vm_end(struct vm *vm, enum vm_exit_reason reason, int code, const char *fmt, ...)
@@ -55,7 +71,8 @@ void vm_end(struct vm *vm, enum vm_exit_reason reason, int code, const char *fmt
 int vm_irq_line(struct vm *vm, unsigned irq, int level);
 
 /* cpu.c */
-int vcpu_create(struct vm *vm, int id, struct vm_error *err);
+/* boot: set CPUID, MSRs, FPU and LAPIC for a first boot; a restore sets them from the snapshot instead. */
+int vcpu_create(struct vm *vm, int id, int boot, struct vm_error *err);
 int vcpu_setup_boot(struct vcpu *cpu, uint64_t entry, struct vm_error *err);
 void vcpu_destroy(struct vcpu *cpu);
 void *vcpu_thread(void *arg);

@@ -3,6 +3,7 @@
 #include "device.h"
 #include "error.h"
 #include "internal.h"
+#include "snapfile.h"
 #include "uart.h"
 
 #include <errno.h>
@@ -72,5 +73,36 @@ static void com1_teardown(struct vm *vm, void *state)
 	free(state);
 }
 
-static struct device_type com1_device = { .name = "com1", .setup = com1_setup, .teardown = com1_teardown };
+static int com1_save(struct vm *vm, void *state, struct snap_writer *w)
+{
+	uint8_t buf[UART_STATE_MAX];
+
+	(void)vm;
+	snap_append(w, buf, uart_save(state, buf));
+	return 0;
+}
+
+static int com1_load(struct vm *vm, void *state, const uint8_t *data, size_t len, struct vm_error *err)
+{
+	const char *problem = uart_load(state, data, len);
+
+	(void)vm;
+	return problem ? vm_error_set(err, EINVAL, "%s", problem) : 0;
+}
+
+/* After a restore: raise the interrupt line again if an interrupt (transmit-empty, received data) was pending. */
+static void com1_clone(struct vm *vm, void *state)
+{
+	(void)vm;
+	uart_resync_irq(state);
+}
+
+static struct device_type com1_device = {
+	.name = "com1",
+	.setup = com1_setup,
+	.teardown = com1_teardown,
+	.save = com1_save,
+	.load = com1_load,
+	.clone = com1_clone,
+};
 DEVICE_REGISTER(com1_device)

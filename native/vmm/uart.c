@@ -207,3 +207,66 @@ void uart_input_ready(struct uart *u)
 	irq_update(u);
 	pthread_mutex_unlock(&u->lock);
 }
+
+size_t uart_save(struct uart *u, uint8_t out[UART_STATE_MAX])
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&u->lock);
+	out[n++] = u->ier;
+	out[n++] = u->lcr;
+	out[n++] = u->mcr;
+	out[n++] = u->lsr_errors;
+	out[n++] = u->scr;
+	out[n++] = u->dll;
+	out[n++] = u->dlm;
+	out[n++] = u->fcr;
+	out[n++] = (uint8_t)u->thri_pending;
+	out[n++] = (uint8_t)u->rx_len;
+	for (unsigned i = 0; i < u->rx_len; i++)
+		out[n++] = u->rx[(u->rx_head + i) % UART_FIFO_SIZE];
+	pthread_mutex_unlock(&u->lock);
+	return n;
+}
+
+const char *uart_load(struct uart *u, const uint8_t *data, size_t len)
+{
+	unsigned rx_len;
+
+	if (len < UART_STATE_FIXED)
+		return "shorter than the registers";
+	rx_len = data[9];
+	if (rx_len > UART_FIFO_SIZE)
+		return "more bytes in the receive FIFO than it holds";
+	if (len != UART_STATE_FIXED + rx_len)
+		return "its length does not match its receive FIFO";
+	if (data[8] > 1)
+		return "the transmit-interrupt flag is not 0 or 1";
+	if (!(data[7] & UART_FCR_ENABLE) && rx_len > 1)
+		return "more than one received byte with the FIFO off";
+	pthread_mutex_lock(&u->lock);
+	u->ier = data[0] & 0x0f;
+	u->lcr = data[1];
+	u->mcr = data[2] & 0x1f;
+	u->lsr_errors = data[3] & UART_LSR_OE;
+	u->scr = data[4];
+	u->dll = data[5];
+	u->dlm = data[6];
+	u->fcr = data[7] & 0xc1;
+	u->thri_pending = data[8];
+	u->rx_head = 0;
+	u->rx_len = rx_len;
+	memcpy(u->rx, data + UART_STATE_FIXED, rx_len);
+	pthread_mutex_unlock(&u->lock);
+	return NULL;
+}
+
+void uart_resync_irq(struct uart *u)
+{
+	pthread_mutex_lock(&u->lock);
+	rx_refill(u);
+	u->irq_level = iir_value(u) != UART_IIR_NO_INT;
+	if (u->hooks.set_irq)
+		u->hooks.set_irq(u->hooks.opaque, u->irq_level);
+	pthread_mutex_unlock(&u->lock);
+}

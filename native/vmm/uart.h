@@ -71,4 +71,15 @@ void uart_write(struct uart *u, unsigned offset, uint8_t value);
 /* The host has new input: move what fits into the receive FIFO and raise the interrupt. */
 void uart_input_ready(struct uart *u);
 
+/*
+ * Snapshots: the registers, the receive FIFO in order and the pending transmit interrupt, UART_STATE_FIXED bytes
+ * plus the FIFO. uart_load checks untrusted bytes and returns what is wrong, or NULL. uart_resync_irq drives the
+ * interrupt line to what the registers say (after a restore: a pending interrupt is raised again).
+ */
+#define UART_STATE_FIXED 10
+#define UART_STATE_MAX (UART_STATE_FIXED + UART_FIFO_SIZE)
+size_t uart_save(struct uart *u, uint8_t out[UART_STATE_MAX]);
+const char *uart_load(struct uart *u, const uint8_t *data, size_t len);
+void uart_resync_irq(struct uart *u);
+
 #endif

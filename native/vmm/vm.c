@@ -80,34 +80,35 @@ static int kvm_platform_setup(struct vm *vm, struct vm_error *err)
 	return 0;
 }
 
-static int memory_setup(struct vm *vm, uint64_t size, struct vm_error *err)
+int vm_memory_register(struct vm *vm, int log_dirty, struct vm_error *err)
 {
-	struct kvm_userspace_memory_region low = {
-		.slot = 0, .guest_phys_addr = 0, .memory_size = 0, .userspace_addr = 0,
+	struct kvm_userspace_memory_region slots[2] = {
+		{ .slot = 0, .guest_phys_addr = 0, .memory_size = vm->mem.low_size,
+		  .userspace_addr = (uint64_t)(uintptr_t)vm->mem.host },
+		{ .slot = 1, .guest_phys_addr = GUEST_HIGH_START, .memory_size = vm->mem.high_size,
+		  .userspace_addr = (uint64_t)(uintptr_t)(vm->mem.host + vm->mem.low_size) },
 	};
-	int ret = guest_mem_init(&vm->mem, size, err);
 
-	if (ret < 0)
-		return ret;
-	low.memory_size = vm->mem.low_size;
-	low.userspace_addr = (uint64_t)(uintptr_t)vm->mem.host;
-	if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &low) < 0)
-		return vm_error_set(err, errno, "KVM_SET_USER_MEMORY_REGION (low): %s", strerror(errno));
-	if (vm->mem.high_size) {
-		struct kvm_userspace_memory_region high = {
-			.slot = 1,
-			.guest_phys_addr = GUEST_HIGH_START,
-			.memory_size = vm->mem.high_size,
-			.userspace_addr = (uint64_t)(uintptr_t)(vm->mem.host + vm->mem.low_size),
-		};
-
-		if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &high) < 0)
-			return vm_error_set(err, errno, "KVM_SET_USER_MEMORY_REGION (high): %s", strerror(errno));
+	for (int i = 0; i < 2 && slots[i].memory_size; i++) {
+		slots[i].flags = log_dirty ? KVM_MEM_LOG_DIRTY_PAGES : 0;
+		if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &slots[i]) < 0)
+			return vm_error_set(err, errno, "KVM_SET_USER_MEMORY_REGION (%s): %s", i ? "high" : "low",
+					    strerror(errno));
 	}
+	vm->dirty_log = log_dirty;
 	return 0;
 }
 
-static int devices_setup(struct vm *vm, struct vm_error *err)
+void vm_memory_unregister(struct vm *vm)
+{
+	for (uint32_t slot = 0; slot < 2; slot++) {
+		struct kvm_userspace_memory_region r = { .slot = slot };
+
+		ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r);	/* size 0 deletes; a missing slot is fine */
+	}
+}
+
+int vm_devices_setup(struct vm *vm, struct vm_error *err)
 {
 	for (struct device_type *t = device_types(); t; t = t->next) {
 		struct device_instance *d;
@@ -167,6 +168,42 @@ static int boot_load(struct vm *vm, const struct vm_config *cfg, struct vm_error
 	return vcpu_setup_boot(&vm->cpus[0], vm->kernel.entry, err);
 }
 
+struct vm *vm_alloc(int nr_cpus, uint64_t console_limit, const struct vm_callbacks *cb, struct vm_error *err)
+{
+	struct vm *vm = calloc(1, sizeof(*vm));
+
+	if (!vm) {
+		vm_error_set(err, ENOMEM, "out of memory");
+		return NULL;
+	}
+	vm->kvm_fd = vm->vm_fd = -1;
+	vm->mem.fd = -1;
+	vm->nr_cpus = nr_cpus;
+	if (cb)
+		vm->cb = *cb;
+	pthread_mutex_init(&vm->lock, NULL);
+	pthread_cond_init(&vm->cond, NULL);
+	vm->cpus = calloc((size_t)nr_cpus, sizeof(*vm->cpus));
+	if (!vm->cpus || console_init(&vm->console, console_limit, vm->cb.on_output, vm->cb.opaque) < 0) {
+		free(vm->cpus);
+		pthread_cond_destroy(&vm->cond);
+		pthread_mutex_destroy(&vm->lock);
+		free(vm);
+		vm_error_set(err, ENOMEM, "out of memory");
+		return NULL;
+	}
+	for (int i = 0; i < nr_cpus; i++)
+		vm->cpus[i].fd = -1;
+	return vm;
+}
+
+int vm_kvm_setup(struct vm *vm, struct vm_error *err)
+{
+	int ret = kvm_open(vm, err);
+
+	return ret < 0 ? ret : kvm_platform_setup(vm, err);
+}
+
 int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct vm **out, struct vm_error *err)
 {
 	struct vm *vm;
@@ -174,34 +211,18 @@ int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct
 
 	if (ret < 0)
 		return ret;
-	vm = calloc(1, sizeof(*vm));
+	vm = vm_alloc(cfg->nr_cpus, cfg->console_limit, cb, err);
 	if (!vm)
-		return vm_error_set(err, ENOMEM, "out of memory");
-	vm->kvm_fd = vm->vm_fd = -1;
-	vm->mem.fd = -1;
-	vm->nr_cpus = cfg->nr_cpus;
-	if (cb)
-		vm->cb = *cb;
-	pthread_mutex_init(&vm->lock, NULL);
-	pthread_cond_init(&vm->cond, NULL);
-	vm->cpus = calloc((size_t)cfg->nr_cpus, sizeof(*vm->cpus));
-	if (!vm->cpus || console_init(&vm->console, cfg->console_limit, vm->cb.on_output, vm->cb.opaque) < 0) {
-		free(vm->cpus);
-		free(vm);
-		return vm_error_set(err, ENOMEM, "out of memory");
-	}
-	for (int i = 0; i < cfg->nr_cpus; i++)
-		vm->cpus[i].fd = -1;
-
-	ret = kvm_open(vm, err);
+		return -1;
+	ret = vm_kvm_setup(vm, err);
 	if (!ret)
-		ret = kvm_platform_setup(vm, err);
+		ret = guest_mem_init(&vm->mem, cfg->mem_size, err);
 	if (!ret)
-		ret = memory_setup(vm, cfg->mem_size, err);
+		ret = vm_memory_register(vm, 0, err);
 	for (int i = 0; !ret && i < cfg->nr_cpus; i++)
-		ret = vcpu_create(vm, i, err);
+		ret = vcpu_create(vm, i, 1, err);
 	if (!ret)
-		ret = devices_setup(vm, err);
+		ret = vm_devices_setup(vm, err);
 	if (!ret)
 		ret = boot_load(vm, cfg, err);
 	if (ret < 0) {
@@ -252,15 +273,9 @@ static void vm_kick_all(struct vm *vm)
 			vcpu_kick(&vm->cpus[i]);
 }
 
-int vm_pause(struct vm *vm, struct vm_error *err)
+/* Pauses a running VM and returns when every vCPU is parked. The caller holds vm->lock; it is dropped meanwhile. */
+static void pause_locked(struct vm *vm)
 {
-	pthread_mutex_lock(&vm->lock);
-	if (vm->state != VM_RUNNING) {
-		enum vm_state s = vm->state;
-
-		pthread_mutex_unlock(&vm->lock);
-		return vm_error_set(err, EINVAL, "cannot pause: the VM is %s", vm_state_name(s));
-	}
 	vm->pause_req = 1;
 	vm_kick_all(vm);
 	pthread_mutex_unlock(&vm->lock);
@@ -271,6 +286,30 @@ int vm_pause(struct vm *vm, struct vm_error *err)
 		pthread_cond_wait(&vm->cond, &vm->lock);
 	if (vm->state == VM_RUNNING)
 		vm->state = VM_PAUSED;
+}
+
+/* The caller holds vm->lock and the VM is paused; the lock is dropped on return. */
+static void resume_locked(struct vm *vm)
+{
+	vm->pause_req = 0;
+	vm->state = VM_RUNNING;
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+	console_hold(&vm->console, 0);
+}
+
+int vm_pause(struct vm *vm, struct vm_error *err)
+{
+	pthread_mutex_lock(&vm->lock);
+	if (vm->busy || vm->state != VM_RUNNING) {
+		enum vm_state s = vm->state;
+		int busy = vm->busy;
+
+		pthread_mutex_unlock(&vm->lock);
+		return vm_error_set(err, busy ? EBUSY : EINVAL, "cannot pause: %s%s",
+				    busy ? "a checkpoint is in progress" : "the VM is ", busy ? "" : vm_state_name(s));
+	}
+	pause_locked(vm);
 	pthread_mutex_unlock(&vm->lock);
 	return 0;
 }
@@ -278,18 +317,52 @@ int vm_pause(struct vm *vm, struct vm_error *err)
 int vm_resume(struct vm *vm, struct vm_error *err)
 {
 	pthread_mutex_lock(&vm->lock);
-	if (vm->state != VM_PAUSED) {
+	if (vm->busy || vm->state != VM_PAUSED) {
 		enum vm_state s = vm->state;
+		int busy = vm->busy;
 
 		pthread_mutex_unlock(&vm->lock);
-		return vm_error_set(err, EINVAL, "cannot resume: the VM is %s", vm_state_name(s));
+		return vm_error_set(err, busy ? EBUSY : EINVAL, "cannot resume: %s%s",
+				    busy ? "a checkpoint is in progress" : "the VM is ", busy ? "" : vm_state_name(s));
 	}
-	vm->pause_req = 0;
-	vm->state = VM_RUNNING;
-	pthread_cond_broadcast(&vm->cond);
-	pthread_mutex_unlock(&vm->lock);
-	console_hold(&vm->console, 0);
+	resume_locked(vm);
 	return 0;
+}
+
+int vm_hold(struct vm *vm, int *was_running, struct vm_error *err)
+{
+	pthread_mutex_lock(&vm->lock);
+	if (vm->busy || vm->stop_req || (vm->state != VM_RUNNING && vm->state != VM_PAUSED)) {
+		enum vm_state s = vm->state;
+		int busy = vm->busy;
+
+		pthread_mutex_unlock(&vm->lock);
+		if (busy)
+			return vm_error_set(err, EBUSY, "a checkpoint is already in progress");
+		return vm_error_set(err, EINVAL, "the VM is %s", s == VM_CREATED ? "not started yet" :
+				    s == VM_EXITED || vm->stop_req ? "exiting or has exited" : vm_state_name(s));
+	}
+	vm->busy = 1;
+	*was_running = vm->state == VM_RUNNING;
+	if (*was_running)
+		pause_locked(vm);
+	if (vm->stop_req) {
+		vm->busy = 0;
+		pthread_mutex_unlock(&vm->lock);
+		return vm_error_set(err, EINVAL, "the VM exited");
+	}
+	pthread_mutex_unlock(&vm->lock);
+	return 0;
+}
+
+void vm_release(struct vm *vm, int was_running)
+{
+	pthread_mutex_lock(&vm->lock);
+	vm->busy = 0;
+	if (was_running && vm->state == VM_PAUSED && !vm->stop_req)
+		resume_locked(vm);
+	else
+		pthread_mutex_unlock(&vm->lock);
 }
 
 static void vm_request_stop(struct vm *vm, enum vm_exit_reason reason, int code, const char *fmt, va_list ap)

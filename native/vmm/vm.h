@@ -59,6 +59,52 @@ void vm_destroy(struct vm *vm);				/* vm_kill, then frees everything */
 size_t vm_console_read(struct vm *vm, void *buf, size_t len);
 size_t vm_console_write(struct vm *vm, const void *buf, size_t len);
 
+/*
+ * Snapshots (docs/snapshots.md). A struct vm_snapshot is a checkpoint in memory: the state blob and the frozen
+ * memory layers it references. It can be written to a directory, restored any number of times (a fork is a
+ * checkpoint restored n times), and is freed with vm_snapshot_put.
+ */
+struct vm_snapshot;
+
+struct vm_checkpoint_stats {
+	double pause_ms;	/* from the request to park the vCPUs until they run again */
+	uint64_t dirty_pages;	/* pages frozen into the new layer (all of RAM on the first checkpoint) */
+	int new_layer;		/* 0 when nothing was written since the last checkpoint */
+};
+
+struct vm_snapshot_info {
+	char id[2 * 16 + 1];	/* hex */
+	char parent_dir[4096];	/* the snapshot this one is a diff against; empty for a full one */
+	int full;
+	uint64_t pages;		/* pages in this snapshot's memory layer */
+	uint64_t bytes_written;	/* page data written (zero pages are holes) */
+	uint64_t mem_size;
+	int nr_cpus;
+};
+
+typedef void (*vm_progress_fn)(void *opaque, uint64_t done, uint64_t total);
+
+/* Parks the vCPUs only while state is captured and memory frozen; a running VM runs again before this returns. */
+int vm_checkpoint(struct vm *vm, struct vm_snapshot **out, struct vm_checkpoint_stats *stats, struct vm_error *err);
+/* Publishes the snapshot atomically as `dir`, which must not exist. Blocks for the disk writes. */
+int vm_snapshot_write(struct vm_snapshot *snap, const char *dir, vm_progress_fn progress, void *opaque,
+		      struct vm_snapshot_info *info, struct vm_error *err);
+/* Opens and checks a snapshot directory (and its parents) without reading guest memory. */
+int vm_snapshot_open(const char *dir, struct vm_snapshot **out, struct vm_error *err);
+void vm_snapshot_get_info(const struct vm_snapshot *snap, struct vm_snapshot_info *info);
+void vm_snapshot_put(struct vm_snapshot *snap);
+/* A new VM (state created: call vm_start) that continues from the snapshot. */
+int vm_restore(struct vm_snapshot *snap, uint64_t console_limit, const struct vm_callbacks *cb, struct vm **out,
+	       struct vm_error *err);
+
+struct vm_memory_stats {
+	uint64_t guest_bytes;		/* the VM's RAM size */
+	uint64_t resident_bytes;	/* pages of it mapped in this process (touched) */
+	uint64_t private_bytes;		/* of those, pages only this VM has */
+	uint64_t shared_bytes;		/* of those, pages read from a snapshot layer that other VMs may map too */
+};
+int vm_memory_stats(struct vm *vm, struct vm_memory_stats *out, struct vm_error *err);
+
 enum vm_state vm_get_state(struct vm *vm);
 void vm_get_exit(struct vm *vm, struct vm_exit *out);
 const char *vm_state_name(enum vm_state state);

@@ -1,0 +1,368 @@
+/* Memory layers: reference counting, mapping a chain copy-on-write, copying a chain out, flattening. */
+#define _GNU_SOURCE
+#include "mem_layer.h"
+#include "error.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define CHAIN_MAX 64		/* deeper than any chain flattening or writing lets happen */
+#define COPY_CHUNK (1u << 20)
+
+struct mem_layer *mem_layer_new(int fd, uint32_t kind, uint64_t mem_size, uint64_t data_offset,
+				const uint8_t *bitmap, struct mem_layer *parent, struct vm_error *err)
+{
+	struct mem_layer *l = calloc(1, sizeof(*l));
+	size_t bitmap_len = (size_t)((mem_size / SNAP_PAGE_SIZE + 7) / 8);
+
+	if (!l) {
+		close(fd);
+		vm_error_set(err, ENOMEM, "out of memory for a memory layer");
+		return NULL;
+	}
+	l->refs = 1;
+	l->fd = fd;
+	l->kind = kind;
+	l->mem_size = mem_size;
+	l->data_offset = data_offset;
+	l->depth = 1;
+	pthread_mutex_init(&l->lock, NULL);
+	if (kind == MEM_LAYER_DIFF) {
+		l->bitmap = malloc(bitmap_len);
+		if (!l->bitmap) {
+			mem_layer_put(l);
+			vm_error_set(err, ENOMEM, "out of memory for a memory layer's bitmap");
+			return NULL;
+		}
+		memcpy(l->bitmap, bitmap, bitmap_len);
+		for (size_t i = 0; i < bitmap_len; i++)
+			l->pages += (uint64_t)__builtin_popcount(l->bitmap[i]);
+		l->parent = mem_layer_get(parent);
+		l->depth = parent->depth + 1;
+	} else {
+		l->pages = mem_size / SNAP_PAGE_SIZE;
+	}
+	return l;
+}
+
+struct mem_layer *mem_layer_get(struct mem_layer *l)
+{
+	if (l)
+		__atomic_add_fetch(&l->refs, 1, __ATOMIC_RELAXED);
+	return l;
+}
+
+void mem_layer_put(struct mem_layer *l)
+{
+	while (l && __atomic_sub_fetch(&l->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		struct mem_layer *parent = l->parent;
+
+		mem_layer_put(l->flat);
+		if (l->fd >= 0)
+			close(l->fd);
+		free(l->bitmap);
+		free(l->dir);
+		pthread_mutex_destroy(&l->lock);
+		free(l);
+		l = parent;
+	}
+}
+
+struct mem_layer *mem_layer_resolve(struct mem_layer *l)
+{
+	struct mem_layer *r;
+
+	pthread_mutex_lock(&l->lock);
+	r = mem_layer_get(l->flat ? l->flat : l);
+	pthread_mutex_unlock(&l->lock);
+	return r;
+}
+
+/* The chain from top down to its full layer, flattened layers used where they exist; newest first. */
+static int chain_collect(struct mem_layer *top, struct mem_layer *chain[CHAIN_MAX], struct vm_error *err)
+{
+	int n = 0;
+
+	for (struct mem_layer *l = mem_layer_resolve(top);; l = mem_layer_resolve(l->parent)) {
+		chain[n++] = l;
+		if (l->kind == MEM_LAYER_FULL)
+			return n;
+		if (n == CHAIN_MAX) {
+			for (int i = 0; i < n; i++)
+				mem_layer_put(chain[i]);
+			return vm_error_set(err, ELOOP, "memory layer chain deeper than %d", CHAIN_MAX);
+		}
+	}
+}
+
+static void chain_put(struct mem_layer **chain, int n)
+{
+	for (int i = 0; i < n; i++)
+		mem_layer_put(chain[i]);
+}
+
+void *mem_layer_map(struct mem_layer *top, struct vm_error *err)
+{
+	struct mem_layer *chain[CHAIN_MAX];
+	uint64_t pages = top->mem_size / SNAP_PAGE_SIZE;
+	uint8_t *base;
+	int n = chain_collect(top, chain, err);
+
+	if (n < 0)
+		return NULL;
+	base = mmap(NULL, top->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, chain[n - 1]->fd,
+		    (off_t)chain[n - 1]->data_offset);
+	if (base == MAP_FAILED) {
+		vm_error_set(err, errno, "cannot map guest memory from its snapshot layer: %s", strerror(errno));
+		chain_put(chain, n);
+		return NULL;
+	}
+	for (int i = n - 2; i >= 0; i--) {
+		struct mem_layer *d = chain[i];
+
+		for (uint64_t p = 0; p < pages;) {
+			uint64_t run = 0;
+
+			if (!mem_layer_test(d->bitmap, p)) {
+				p++;
+				continue;
+			}
+			while (p + run < pages && mem_layer_test(d->bitmap, p + run))
+				run++;
+			if (mmap(base + p * SNAP_PAGE_SIZE, run * SNAP_PAGE_SIZE, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, d->fd,
+				 (off_t)(d->data_offset + p * SNAP_PAGE_SIZE)) == MAP_FAILED) {
+				vm_error_set(err, errno, "cannot map a diff layer of guest memory: %s", strerror(errno));
+				munmap(base, top->mem_size);
+				chain_put(chain, n);
+				return NULL;
+			}
+			p += run;
+		}
+	}
+	chain_put(chain, n);	/* the mappings keep the files */
+	return base;
+}
+
+static int is_zero(const uint8_t *p, size_t len)
+{
+	const uint64_t *q = (const uint64_t *)(const void *)p;
+
+	for (size_t i = 0; i < len / 8; i++)
+		if (q[i])
+			return 0;
+	return 1;
+}
+
+struct copy {
+	int out;
+	uint64_t out_offset;
+	uint8_t *buf;
+	uint64_t done, total, written;
+	void (*progress)(void *, uint64_t, uint64_t);
+	void *opaque;
+};
+
+/* Copies [off, off + len) of guest RAM from layer l; zero pages are skipped when skip_zero. */
+static int copy_range(struct copy *c, struct mem_layer *l, uint64_t off, uint64_t len, int skip_zero,
+		      struct vm_error *err)
+{
+	while (len) {
+		size_t n = len > COPY_CHUNK ? COPY_CHUNK : (size_t)len;
+		ssize_t got = pread(l->fd, c->buf, n, (off_t)(l->data_offset + off));
+
+		if (got != (ssize_t)n)
+			return vm_error_set(err, got < 0 ? errno : EIO, "cannot read a memory layer: %s",
+					    got < 0 ? strerror(errno) : "short read");
+		for (size_t at = 0; at < n; at += SNAP_PAGE_SIZE) {
+			size_t run = 0;
+
+			while (at + run < n && !(skip_zero && is_zero(c->buf + at + run, SNAP_PAGE_SIZE)))
+				run += SNAP_PAGE_SIZE;
+			if (run) {
+				if (pwrite(c->out, c->buf + at, run, (off_t)(c->out_offset + off + at)) != (ssize_t)run)
+					return vm_error_set(err, errno ? errno : EIO, "cannot write a memory layer: %s",
+							    strerror(errno ? errno : EIO));
+				c->written += run;
+				at += run - SNAP_PAGE_SIZE;	/* the page after the run was zero or past the end */
+			}
+		}
+		off += n;
+		len -= n;
+		c->done += n;
+		if (c->progress)
+			c->progress(c->opaque, c->done, c->total);
+	}
+	return 0;
+}
+
+/* The data extents of a full layer (holes in a memfd or a sparse file are zero and skipped). */
+static int copy_full(struct copy *c, struct mem_layer *l, struct vm_error *err)
+{
+	uint64_t off = 0;
+
+	while (off < l->mem_size) {
+		off_t data = lseek(l->fd, (off_t)(l->data_offset + off), SEEK_DATA), hole;
+		uint64_t start, end;
+
+		if (data < 0) {
+			if (errno == ENXIO)
+				break;		/* nothing but holes from here */
+			return vm_error_set(err, errno, "cannot read a memory layer: %s", strerror(errno));
+		}
+		hole = lseek(l->fd, data, SEEK_HOLE);
+		if (hole < 0)
+			return vm_error_set(err, errno, "cannot read a memory layer: %s", strerror(errno));
+		start = ((uint64_t)data - l->data_offset) & ~(SNAP_PAGE_SIZE - 1);
+		end = (uint64_t)hole - l->data_offset;
+		if (end > l->mem_size)
+			end = l->mem_size;
+		end = (end + SNAP_PAGE_SIZE - 1) & ~(SNAP_PAGE_SIZE - 1);
+		if (end <= start)
+			break;
+		if (copy_range(c, l, start, end - start, 1, err) < 0)
+			return -1;
+		off = end;
+	}
+	return 0;
+}
+
+int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64_t data_offset, uint8_t *bitmap_out,
+		   uint64_t *pages_out, uint64_t *bytes_out, void (*progress)(void *, uint64_t, uint64_t),
+		   void *opaque, struct vm_error *err)
+{
+	struct mem_layer *chain[CHAIN_MAX];
+	uint64_t pages = top->mem_size / SNAP_PAGE_SIZE;
+	struct copy c = { .out = fd, .out_offset = data_offset, .progress = progress, .opaque = opaque };
+	int n = 0, ret = 0;
+
+	if (base) {
+		/* The layers strictly above base, on the chain as it was made (flattening would hide base). */
+		for (struct mem_layer *l = top; l != base; l = l->parent) {
+			if (!l || l->kind != MEM_LAYER_DIFF || n == CHAIN_MAX) {
+				chain_put(chain, n);
+				return vm_error_set(err, EINVAL, "internal: the base layer is not below the top layer");
+			}
+			chain[n++] = mem_layer_get(l);
+		}
+	} else {
+		n = chain_collect(top, chain, err);
+		if (n < 0)
+			return -1;
+	}
+	c.buf = malloc(COPY_CHUNK);
+	if (!c.buf) {
+		chain_put(chain, n);
+		return vm_error_set(err, ENOMEM, "out of memory for copying a memory layer");
+	}
+	for (int i = 0; i < n; i++)
+		c.total += chain[i]->kind == MEM_LAYER_FULL ? chain[i]->mem_size : chain[i]->pages * SNAP_PAGE_SIZE;
+	if (bitmap_out)
+		memset(bitmap_out, 0, (size_t)((pages + 7) / 8));
+
+	for (int i = n - 1; i >= 0 && !ret; i--) {	/* oldest first: newer layers overwrite */
+		struct mem_layer *l = chain[i];
+
+		if (l->kind == MEM_LAYER_FULL) {
+			ret = copy_full(&c, l, err);
+			continue;
+		}
+		for (uint64_t p = 0; p < pages && !ret;) {
+			uint64_t run = 0;
+
+			if (!mem_layer_test(l->bitmap, p)) {
+				p++;
+				continue;
+			}
+			while (p + run < pages && mem_layer_test(l->bitmap, p + run)) {
+				if (bitmap_out)
+					mem_layer_set(bitmap_out, p + run);
+				run++;
+			}
+			ret = copy_range(&c, l, p * SNAP_PAGE_SIZE, run * SNAP_PAGE_SIZE, 0, err);
+			p += run;
+		}
+	}
+	free(c.buf);
+	chain_put(chain, n);
+	if (ret < 0)
+		return ret;
+	if (pages_out) {
+		*pages_out = pages;
+		if (bitmap_out) {
+			*pages_out = 0;
+			for (uint64_t i = 0; i < (pages + 7) / 8; i++)
+				*pages_out += (uint64_t)__builtin_popcount(bitmap_out[i]);
+		}
+	}
+	if (bytes_out)
+		*bytes_out = c.written;
+	return 0;
+}
+
+static int chain_depth(struct mem_layer *l)
+{
+	int depth = 0;
+	struct mem_layer *chain[CHAIN_MAX];
+	struct vm_error err;
+
+	depth = chain_collect(l, chain, &err);
+	if (depth > 0)
+		chain_put(chain, depth);
+	return depth < 0 ? CHAIN_MAX : depth;
+}
+
+static void *flatten_thread(void *arg)
+{
+	struct mem_layer *l = arg, *flat;
+	struct vm_error err;
+	int fd = memfd_create("smol-guest-ram-flat", MFD_CLOEXEC);
+
+	if (fd >= 0 && ftruncate(fd, (off_t)l->mem_size) == 0 &&
+	    mem_layer_copy(l, NULL, fd, 0, NULL, NULL, NULL, NULL, NULL, &err) == 0) {
+		flat = mem_layer_new(fd, MEM_LAYER_FULL, l->mem_size, 0, NULL, NULL, &err);
+		fd = -1;
+		pthread_mutex_lock(&l->lock);
+		if (flat && !l->flat)
+			l->flat = flat;
+		else
+			mem_layer_put(flat);
+		pthread_mutex_unlock(&l->lock);
+	}
+	if (fd >= 0)
+		close(fd);	/* out of memory: the chain stays as it is, only slower to map */
+	pthread_mutex_lock(&l->lock);
+	l->flattening = 0;
+	pthread_mutex_unlock(&l->lock);
+	mem_layer_put(l);
+	return NULL;
+}
+
+void mem_layer_flatten_async(struct mem_layer *l)
+{
+	pthread_t thread;
+	pthread_attr_t attr;
+
+	if (chain_depth(l) <= MEM_LAYER_MAX_DEPTH)
+		return;
+	pthread_mutex_lock(&l->lock);
+	if (l->flat || l->flattening) {
+		pthread_mutex_unlock(&l->lock);
+		return;
+	}
+	l->flattening = 1;
+	pthread_mutex_unlock(&l->lock);
+	mem_layer_get(l);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&thread, &attr, flatten_thread, l)) {
+		pthread_mutex_lock(&l->lock);
+		l->flattening = 0;
+		pthread_mutex_unlock(&l->lock);
+		mem_layer_put(l);
+	}
+	pthread_attr_destroy(&attr);
+}

@@ -1,0 +1,70 @@
+/*
+ * Memory layers (docs/snapshots.md): immutable images of guest RAM, full or a diff over a parent layer, in a memfd
+ * (made by a checkpoint or a fork in this process) or in a snapshot's `memory` file. Guest RAM made from a layer
+ * chain is a private mapping of it: nothing is read until the guest touches a page, and writes stay private.
+ */
+#ifndef SMOL_MEM_LAYER_H
+#define SMOL_MEM_LAYER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "snapfile.h"
+
+#define MEM_LAYER_MAX_DEPTH 8	/* a deeper chain is flattened (in memory) or written full (on disk) */
+
+struct vm_error;
+
+struct mem_layer {
+	int refs;			/* atomic */
+	int fd;				/* owned */
+	uint32_t kind;			/* MEM_LAYER_FULL or MEM_LAYER_DIFF */
+	uint64_t mem_size, data_offset;	/* page p of guest RAM is at data_offset + p * 4096 in fd */
+	uint8_t *bitmap;		/* diff: the pages this layer holds; NULL for a full layer */
+	uint64_t pages;			/* how many */
+	struct mem_layer *parent;	/* diff: the layer below (a reference) */
+	int depth;			/* layers in the chain down to the full one, this one included */
+
+	pthread_mutex_t lock;		/* guards what follows */
+	struct mem_layer *flat;		/* a full layer with the same contents as the chain, once one was made */
+	int flattening;
+	char *dir;			/* the snapshot directory this layer was written to, or NULL */
+	uint8_t snap_id[SNAP_ID_SIZE];	/* that snapshot's id */
+	int disk_depth;			/* the length of its chain on disk */
+};
+
+/* Takes ownership of fd. bitmap (diff only) is copied. parent is referenced. */
+struct mem_layer *mem_layer_new(int fd, uint32_t kind, uint64_t mem_size, uint64_t data_offset,
+				const uint8_t *bitmap, struct mem_layer *parent, struct vm_error *err);
+struct mem_layer *mem_layer_get(struct mem_layer *l);
+void mem_layer_put(struct mem_layer *l);
+
+/* Maps the chain private and writable: guest RAM of mem_size bytes. Returns MAP_FAILED-free pointer or NULL. */
+void *mem_layer_map(struct mem_layer *top, struct vm_error *err);
+
+/*
+ * Writes the contents the chain `top` has (over `base`, exclusive; NULL for everything) into fd at data_offset:
+ * with base, only the pages the layers between hold (their union goes to *bitmap_out when not NULL); without,
+ * every non-zero page. Zero pages of a full write are left as holes. progress may be NULL.
+ */
+int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64_t data_offset, uint8_t *bitmap_out,
+		   uint64_t *pages_out, uint64_t *bytes_out, void (*progress)(void *, uint64_t, uint64_t),
+		   void *opaque, struct vm_error *err);
+
+/* Starts a background thread that builds l->flat when l's chain is deeper than MEM_LAYER_MAX_DEPTH. */
+void mem_layer_flatten_async(struct mem_layer *l);
+
+/* The layer to map for l: l->flat once it exists. Referenced; put it when done. */
+struct mem_layer *mem_layer_resolve(struct mem_layer *l);
+
+static inline int mem_layer_test(const uint8_t *bitmap, uint64_t page)
+{
+	return bitmap[page / 8] >> (page % 8) & 1;
+}
+
+static inline void mem_layer_set(uint8_t *bitmap, uint64_t page)
+{
+	bitmap[page / 8] |= (uint8_t)(1u << (page % 8));
+}
+
+#endif
