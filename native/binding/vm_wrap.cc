@@ -158,43 +158,50 @@ class CreateWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
 };
 
+// What every worker that operates on an existing VM holds: the VM's wrapper, so it cannot be collected (and free
+// `host`) while the worker runs, a count that keeps the VM from being destroyed meanwhile, and the promise.
+struct HeldHost {
+  HeldHost(const Napi::Object& wrapper, VmWrap::Host* h)
+      : host(h), deferred(Napi::Promise::Deferred::New(wrapper.Env())), wrapper_ref(Napi::Persistent(wrapper)) {
+    host->ops_in_flight++;
+  }
+  void Resolve(Napi::Value v) {
+    Finish();
+    deferred.Resolve(v);
+  }
+  void Reject(Napi::Value v) {
+    Finish();
+    deferred.Reject(v);
+  }
+  VmWrap::Host* host;
+  Napi::Promise::Deferred deferred;
+
+ private:
+  void Finish() {
+    host->ops_in_flight--;
+    host->DestroyWhenIdle();
+  }
+  Napi::ObjectReference wrapper_ref;
+};
+
 // Runs a blocking VM operation (pause, kill) off the JavaScript thread.
 class OpWorker : public Napi::AsyncWorker {
  public:
   using Op = int (*)(struct vm*, struct vm_error*);
-  // The worker holds the VM's wrapper, so it cannot be collected (and free `host`) while `op` runs.
   OpWorker(const Napi::Object& wrapper, VmWrap::Host* host, Op op, const char* name)
-      : Napi::AsyncWorker(wrapper.Env(), name),
-        host_(host),
-        op_(op),
-        deferred_(Napi::Promise::Deferred::New(wrapper.Env())),
-        wrapper_(Napi::Persistent(wrapper)) {
-    host_->ops_in_flight++;
-  }
-  Napi::Promise Promise() { return deferred_.Promise(); }
+      : Napi::AsyncWorker(wrapper.Env(), name), held_(wrapper, host), op_(op) {}
+  Napi::Promise Promise() { return held_.deferred.Promise(); }
 
   void Execute() override {
     struct vm_error err = {};
-    if (op_(host_->vm, &err) < 0) SetError(err.msg);
+    if (op_(held_.host->vm, &err) < 0) SetError(err.msg);
   }
-  void OnOK() override {
-    Finish();
-    deferred_.Resolve(Env().Undefined());
-  }
-  void OnError(const Napi::Error& e) override {
-    Finish();
-    deferred_.Reject(e.Value());
-  }
+  void OnOK() override { held_.Resolve(Env().Undefined()); }
+  void OnError(const Napi::Error& e) override { held_.Reject(e.Value()); }
 
  private:
-  void Finish() {
-    host_->ops_in_flight--;
-    host_->DestroyWhenIdle();
-  }
-  VmWrap::Host* host_;
+  HeldHost held_;
   Op op_;
-  Napi::Promise::Deferred deferred_;
-  Napi::ObjectReference wrapper_;
 };
 
 int KillOp(struct vm* vm, struct vm_error*) {
@@ -298,22 +305,16 @@ struct Progress {
 class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
  public:
   CheckpointWorker(const Napi::Object& wrapper, VmWrap::Host* host, std::string dir, Napi::Value on_progress)
-      : Napi::AsyncProgressWorker<Progress>(wrapper.Env(), "smol:checkpoint"),
-        host_(host),
-        dir_(std::move(dir)),
-        deferred_(Napi::Promise::Deferred::New(wrapper.Env())),
-        wrapper_(Napi::Persistent(wrapper)) {
+      : Napi::AsyncProgressWorker<Progress>(wrapper.Env(), "smol:checkpoint"), held_(wrapper, host), dir_(std::move(dir)) {
     if (on_progress.IsFunction()) on_progress_ = Napi::Persistent(on_progress.As<Napi::Function>());
-    host_->ops_in_flight++;
   }
-  Napi::Promise Promise() { return deferred_.Promise(); }
+  Napi::Promise Promise() { return held_.deferred.Promise(); }
 
   void Execute(const ExecutionProgress& progress) override {
     struct vm_error err = {};
     struct vm_snapshot* snap = nullptr;
     progress_ = &progress;
-    auto t0 = std::chrono::steady_clock::now();
-    if (vm_checkpoint(host_->vm, &snap, &stats_, &err) < 0) {
+    if (vm_checkpoint(held_.host->vm, &snap, &stats_, &err) < 0) {
       SetError(err.msg);
       return;
     }
@@ -321,7 +322,6 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     if (vm_snapshot_write(snap, dir_.c_str(), OnCProgress, this, &info_, &err) < 0) SetError(err.msg);
     vm_snapshot_put(snap);
     write_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
-    (void)t0;
   }
   void OnProgress(const Progress* data, size_t count) override {
     if (count == 0 || on_progress_.IsEmpty()) return;
@@ -332,7 +332,6 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     on_progress_.Call({p});
   }
   void OnOK() override {
-    Finish();
     Napi::Env env = Env();
     Napi::Object r = Napi::Object::New(env);
     r.Set("id", info_.id);
@@ -346,12 +345,9 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     r.Set("bytesWritten", static_cast<double>(info_.bytes_written));
     r.Set("memoryBytes", static_cast<double>(info_.mem_size));
     r.Set("cpus", info_.nr_cpus);
-    deferred_.Resolve(r);
+    held_.Resolve(r);
   }
-  void OnError(const Napi::Error& e) override {
-    Finish();
-    deferred_.Reject(e.Value());
-  }
+  void OnError(const Napi::Error& e) override { held_.Reject(e.Value()); }
 
  private:
   static void OnCProgress(void* opaque, uint64_t done, uint64_t total) {
@@ -362,14 +358,8 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     Progress p = {done, total};
     self->progress_->Send(&p, 1);
   }
-  void Finish() {
-    host_->ops_in_flight--;
-    host_->DestroyWhenIdle();
-  }
-  VmWrap::Host* host_;
+  HeldHost held_;
   std::string dir_;
-  Napi::Promise::Deferred deferred_;
-  Napi::ObjectReference wrapper_;
   Napi::FunctionReference on_progress_;
   const ExecutionProgress* progress_ = nullptr;
   uint64_t last_sent_ = 0;
@@ -382,26 +372,21 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
 class ForkWorker : public Napi::AsyncWorker {
  public:
   ForkWorker(const Napi::Object& wrapper, VmWrap::Host* parent, std::vector<VmWrap::Host*> children)
-      : Napi::AsyncWorker(wrapper.Env(), "smol:fork"),
-        parent_(parent),
-        children_(std::move(children)),
-        deferred_(Napi::Promise::Deferred::New(wrapper.Env())),
-        wrapper_(Napi::Persistent(wrapper)) {
-    parent_->ops_in_flight++;
-  }
-  Napi::Promise Promise() { return deferred_.Promise(); }
+      : Napi::AsyncWorker(wrapper.Env(), "smol:fork"), held_(wrapper, parent), children_(std::move(children)) {}
+  Napi::Promise Promise() { return held_.deferred.Promise(); }
 
   void Execute() override {
     struct vm_error err = {};
     struct vm_snapshot* snap = nullptr;
-    if (vm_checkpoint(parent_->vm, &snap, &stats_, &err) < 0) {
+    if (vm_checkpoint(held_.host->vm, &snap, &stats_, &err) < 0) {
       SetError(std::string("cannot fork: ") + err.msg);
       return;
     }
     for (size_t i = 0; i < children_.size(); i++) {
       VmWrap::Host* child = children_[i];
       struct vm_callbacks cb = {child, OnOutput, OnExit};
-      if (vm_restore(snap, parent_->config.console_limit, &cb, &child->vm, &err) < 0 || vm_start(child->vm, &err) < 0) {
+      if (vm_restore(snap, held_.host->config.console_limit, &cb, &child->vm, &err) < 0 ||
+          vm_start(child->vm, &err) < 0) {
         SetError("cannot fork child " + std::to_string(i + 1) + " of " + std::to_string(children_.size()) + ": " +
                  err.msg);
         break;
@@ -410,14 +395,12 @@ class ForkWorker : public Napi::AsyncWorker {
     vm_snapshot_put(snap);
   }
   void OnOK() override {
-    Finish();
     Napi::Env env = Env();
     Napi::Array out = Napi::Array::New(env, children_.size());
     for (size_t i = 0; i < children_.size(); i++) out.Set(static_cast<uint32_t>(i), WrapHost(env, children_[i], true));
-    deferred_.Resolve(out);
+    held_.Resolve(out);
   }
   void OnError(const Napi::Error& e) override {
-    Finish();
     for (VmWrap::Host* child : children_) {
       if (child->vm) {
         child->on_exit.Reset();  // a child that never reached JavaScript reports nothing
@@ -426,57 +409,36 @@ class ForkWorker : public Napi::AsyncWorker {
       }
       child->ReleaseFromWrapper();
     }
-    deferred_.Reject(e.Value());
+    held_.Reject(e.Value());
   }
 
  private:
-  void Finish() {
-    parent_->ops_in_flight--;
-    parent_->DestroyWhenIdle();
-  }
-  VmWrap::Host* parent_;
+  HeldHost held_;
   std::vector<VmWrap::Host*> children_;
-  Napi::Promise::Deferred deferred_;
-  Napi::ObjectReference wrapper_;
   struct vm_checkpoint_stats stats_ = {};
 };
 
 class MemoryStatsWorker : public Napi::AsyncWorker {
  public:
   MemoryStatsWorker(const Napi::Object& wrapper, VmWrap::Host* host)
-      : Napi::AsyncWorker(wrapper.Env(), "smol:memoryStats"),
-        host_(host),
-        deferred_(Napi::Promise::Deferred::New(wrapper.Env())),
-        wrapper_(Napi::Persistent(wrapper)) {
-    host_->ops_in_flight++;
-  }
-  Napi::Promise Promise() { return deferred_.Promise(); }
+      : Napi::AsyncWorker(wrapper.Env(), "smol:memoryStats"), held_(wrapper, host) {}
+  Napi::Promise Promise() { return held_.deferred.Promise(); }
   void Execute() override {
     struct vm_error err = {};
-    if (vm_memory_stats(host_->vm, &stats_, &err) < 0) SetError(err.msg);
+    if (vm_memory_stats(held_.host->vm, &stats_, &err) < 0) SetError(err.msg);
   }
   void OnOK() override {
-    Finish();
     Napi::Object r = Napi::Object::New(Env());
     r.Set("guestBytes", static_cast<double>(stats_.guest_bytes));
     r.Set("residentBytes", static_cast<double>(stats_.resident_bytes));
     r.Set("privateBytes", static_cast<double>(stats_.private_bytes));
     r.Set("sharedBytes", static_cast<double>(stats_.shared_bytes));
-    deferred_.Resolve(r);
+    held_.Resolve(r);
   }
-  void OnError(const Napi::Error& e) override {
-    Finish();
-    deferred_.Reject(e.Value());
-  }
+  void OnError(const Napi::Error& e) override { held_.Reject(e.Value()); }
 
  private:
-  void Finish() {
-    host_->ops_in_flight--;
-    host_->DestroyWhenIdle();
-  }
-  VmWrap::Host* host_;
-  Napi::Promise::Deferred deferred_;
-  Napi::ObjectReference wrapper_;
+  HeldHost held_;
   struct vm_memory_stats stats_ = {};
 };
 

@@ -298,17 +298,32 @@ static void resume_locked(struct vm *vm)
 	console_hold(&vm->console, 0);
 }
 
+/*
+ * Takes vm->lock and checks the VM is in `want` and no checkpoint holds it. On failure the lock is dropped and the
+ * error says why `what` ("pause") cannot be done.
+ */
+static int lock_in_state(struct vm *vm, enum vm_state want, const char *what, struct vm_error *err)
+{
+	enum vm_state s;
+	int busy;
+
+	pthread_mutex_lock(&vm->lock);
+	s = vm->state;
+	busy = vm->busy;
+	if (!busy && s == want)
+		return 0;
+	pthread_mutex_unlock(&vm->lock);
+	if (busy)
+		return vm_error_set(err, EBUSY, "cannot %s: a checkpoint is in progress", what);
+	return vm_error_set(err, EINVAL, "cannot %s: the VM is %s", what, vm_state_name(s));
+}
+
 int vm_pause(struct vm *vm, struct vm_error *err)
 {
-	pthread_mutex_lock(&vm->lock);
-	if (vm->busy || vm->state != VM_RUNNING) {
-		enum vm_state s = vm->state;
-		int busy = vm->busy;
+	int ret = lock_in_state(vm, VM_RUNNING, "pause", err);
 
-		pthread_mutex_unlock(&vm->lock);
-		return vm_error_set(err, busy ? EBUSY : EINVAL, "cannot pause: %s%s",
-				    busy ? "a checkpoint is in progress" : "the VM is ", busy ? "" : vm_state_name(s));
-	}
+	if (ret < 0)
+		return ret;
 	pause_locked(vm);
 	pthread_mutex_unlock(&vm->lock);
 	return 0;
@@ -316,15 +331,10 @@ int vm_pause(struct vm *vm, struct vm_error *err)
 
 int vm_resume(struct vm *vm, struct vm_error *err)
 {
-	pthread_mutex_lock(&vm->lock);
-	if (vm->busy || vm->state != VM_PAUSED) {
-		enum vm_state s = vm->state;
-		int busy = vm->busy;
+	int ret = lock_in_state(vm, VM_PAUSED, "resume", err);
 
-		pthread_mutex_unlock(&vm->lock);
-		return vm_error_set(err, busy ? EBUSY : EINVAL, "cannot resume: %s%s",
-				    busy ? "a checkpoint is in progress" : "the VM is ", busy ? "" : vm_state_name(s));
-	}
+	if (ret < 0)
+		return ret;
 	resume_locked(vm);
 	return 0;
 }
