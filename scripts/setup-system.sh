@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The Debian packages Smol Studio needs on a fresh machine (run as root, or through sudo).
 #   build: a C compiler and make for the VMM, its tests and the tiny guests
+#   fuzz:  clang and its compiler-rt (libclang-rt-14-dev holds libFuzzer and the sanitizer runtimes clang links;
+#          `clang` alone does not pull it in without recommends): the snapshot loader's fuzzer (npm run fuzz)
 #   lab:   QEMU (TCG with emulated SVM), busybox, cpio, xz: the KVM lab (docs/lab.md)
 #   tests: util-linux (unshare) for the no-/dev/kvm test
 # The guest kernel build (smol guest build) installs its own packages when it runs.
 set -euo pipefail
 
-packages=(build-essential python3 qemu-system-x86 busybox-static cpio xz-utils util-linux)
+packages=(build-essential python3 clang libclang-rt-14-dev qemu-system-x86 busybox-static cpio xz-utils util-linux)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// `npm test`: every test tier, in order: the C tests, the unit tests, the VMM tests with real VMs (on this
-// machine's /dev/kvm when it is usable, else inside the KVM lab), then the Linux guest tests (after building the
-// guest, or finding it in the cache) the same way. Nothing is skipped silently: a part that cannot
-// run counts as a failure. Ends with exactly one line `N passed, N failed`; exits non-zero if anything failed.
+// `npm test`: every test tier, in order: the C tests, a 30-second run of the snapshot loader's fuzzer, the unit
+// tests, the VMM tests with real VMs (on this machine's /dev/kvm when it is usable, else inside the KVM lab), then
+// the Linux guest tests (after building the guest, or finding it in the cache) the same way. Nothing is skipped
+// silently: a part that cannot run counts as a failure. Ends with exactly one line `N passed, N failed`; exits
+// non-zero if anything failed.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -99,6 +100,15 @@ async function cPart() {
   return { name: 'C tests (make -C native test)', result, counts: countsFromSummaryLine(result.output) };
 }
 
+/** A bounded run of the snapshot loader's fuzzer (scripts/fuzz.js); counts as one test. */
+async function fuzzPart() {
+  const name = 'snapshot loader fuzzing (npm run fuzz -- --seconds 30)';
+  const result = await run([process.execPath, path.join(root, 'scripts', 'fuzz.js'), '--seconds', '30']);
+  if (result.status === 0) return { name, result, counts: { passed: 1, failed: 0 } };
+  const reason = /^fuzz failed: (.*)$/m.exec(stripAnsi(result.output))?.[1];
+  return { name, result, problem: `failed: ${reason ?? `exit ${result.error ?? result.signal ?? result.status}`}` };
+}
+
 function kvmUsable() {
   try {
     fs.closeSync(fs.openSync('/dev/kvm', 'r+'));
@@ -154,6 +164,7 @@ async function main() {
   fs.mkdirSync(resultsDir, { recursive: true });
   const parts = [];
   parts.push(settle(await cPart()));
+  parts.push(settle(await fuzzPart()));
   parts.push(settle(await vitestPart('unit tests (vitest --project unit)', 'unit')));
   parts.push(settle(await kvmPart('VMM tests', 'vmm')));
   const guest = settle(await guestBuildPart());

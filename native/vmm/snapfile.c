@@ -200,6 +200,8 @@ int snap_parse(const uint8_t *buf, size_t len, const char *what, struct snap_blo
 	crc = get_le(buf + len - SNAP_TRAILER_SIZE, 8);
 	if (crc != snap_crc64(0, buf, len - SNAP_TRAILER_SIZE))
 		return vm_error_set(err, EINVAL, "%s is corrupted: its checksum does not match its contents", what);
+	if (get_le(buf + 60, 4))
+		return vm_error_set(err, EINVAL, "%s: the reserved header field is not zero", what);
 	nr = get_le(buf + 56, 4);
 	if (nr > SNAP_MAX_SECTIONS)
 		return vm_error_set(err, EINVAL, "%s: %llu sections, more than the %d allowed", what,
@@ -240,6 +242,15 @@ int snap_parse(const uint8_t *buf, size_t len, const char *what, struct snap_blo
 					    (unsigned long long)i + 1, kind);
 		}
 		s->data = buf + at + 16;
+		for (uint64_t k = s->len; k < padded; k++) {
+			if (s->data[k]) {
+				uint32_t kind = s->kind;
+
+				snap_blob_free(out);
+				return vm_error_set(err, EINVAL, "%s: section %llu (%s) is padded with non-zero bytes", what,
+						    (unsigned long long)i + 1, snap_kind_name(kind));
+			}
+		}
 		at += 16 + (size_t)padded;
 		out->nr_sections++;
 	}
@@ -436,12 +447,18 @@ int snap_validate(const struct snap_blob *b, const char *what, struct snap_vm_in
 		if (!section_size_ok(s))
 			return vm_error_set(err, EINVAL, "%s: section %s (index %u) has a wrong size: %llu bytes", what,
 					    snap_kind_name(s->kind), s->index, (unsigned long long)s->len);
-		if (s->kind == SNAP_DEVICE)
-			continue;
-		for (uint32_t j = 0; j < i; j++)
-			if (b->sections[j].kind == s->kind && b->sections[j].index == s->index)
+		for (uint32_t j = 0; j < i; j++) {
+			const struct snap_section *o = &b->sections[j];
+
+			if (o->kind != s->kind || o->index != s->index)
+				continue;
+			if (s->kind != SNAP_DEVICE)
 				return vm_error_set(err, EINVAL, "%s: section %s (index %u) appears twice", what,
 						    snap_kind_name(s->kind), s->index);
+			if (o->data[0] == s->data[0] && !memcmp(o->data + 1, s->data + 1, s->data[0]))
+				return vm_error_set(err, EINVAL, "%s: the state of device %.*s appears twice", what,
+						    s->data[0], (const char *)s->data + 1);
+		}
 	}
 	vm = snap_find(b, SNAP_VM, 0);
 	if (!vm)

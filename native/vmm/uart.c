@@ -244,15 +244,17 @@ const char *uart_load(struct uart *u, const uint8_t *data, size_t len)
 		return "the transmit-interrupt flag is not 0 or 1";
 	if (!(data[7] & UART_FCR_ENABLE) && rx_len > 1)
 		return "more than one received byte with the FIFO off";
+	if ((data[0] & ~0x0f) || (data[2] & ~0x1f) || (data[3] & ~UART_LSR_OE) || (data[7] & ~0xc1))
+		return "a register has bits set that the UART never keeps";
 	pthread_mutex_lock(&u->lock);
-	u->ier = data[0] & 0x0f;
+	u->ier = data[0];
 	u->lcr = data[1];
-	u->mcr = data[2] & 0x1f;
-	u->lsr_errors = data[3] & UART_LSR_OE;
+	u->mcr = data[2];
+	u->lsr_errors = data[3];
 	u->scr = data[4];
 	u->dll = data[5];
 	u->dlm = data[6];
-	u->fcr = data[7] & 0xc1;
+	u->fcr = data[7];
 	u->thri_pending = data[8];
 	u->rx_head = 0;
 	u->rx_len = rx_len;

@@ -1,0 +1,99 @@
+#!/usr/bin/env node
+// `npm run fuzz [-- --seconds N]`: builds the snapshot loader's fuzzer (`make -C native fuzz`: clang, libFuzzer,
+// ASan and UBSan), writes its seed corpus and runs it for N seconds (default 60) over native/out/fuzz/corpus, which
+// grows from run to run. A crash, leak, UB report or hang fails the run and names the input libFuzzer kept, which
+// reproduces it: `native/out/fuzz/fuzz_snapshot <input>`. See docs/snapshots.md, "Fuzzing".
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const out = path.join('native', 'out', 'fuzz'); // relative to root, so messages name short paths
+const fuzzer = path.join(out, 'fuzz_snapshot');
+const seeds = path.join(out, 'seeds');
+const corpus = path.join(out, 'corpus');
+const crashes = path.join(out, 'crashes');
+const logFile = path.join(out, 'fuzz.log');
+
+function say(message) {
+  process.stdout.write(`fuzz: ${message}\n`);
+}
+
+/** The last line scripts/test.js reads the reason from. */
+function fail(message) {
+  process.stderr.write(`fuzz failed: ${message}\n`);
+  return 1;
+}
+
+function parseSeconds(argv) {
+  const at = argv.indexOf('--seconds');
+  if (at < 0) return 60;
+  const seconds = Number(argv[at + 1]);
+  return Number.isInteger(seconds) && seconds > 0 ? seconds : null;
+}
+
+function runFuzzer(seconds) {
+  const args = [
+    `-max_total_time=${seconds}`,
+    '-max_len=65536', // the 2-vCPU seed is 15 KiB; room for many more sections
+    '-timeout=10',
+    `-artifact_prefix=${crashes}/`,
+    '-print_final_stats=1',
+    corpus,
+    seeds,
+  ];
+  return new Promise((resolve) => {
+    const log = fs.openSync(path.join(root, logFile), 'w');
+    const child = spawn(path.join(root, fuzzer), args, { cwd: root, stdio: ['ignore', log, log] });
+    // libFuzzer stops itself after max_total_time; this only guards against a hang outside any input.
+    const guard = setTimeout(() => child.kill('SIGKILL'), (seconds + 120) * 1000);
+    child.on('error', (error) => (clearTimeout(guard), fs.closeSync(log), resolve({ status: null, error })));
+    child.on('close', (status, signal) => (clearTimeout(guard), fs.closeSync(log), resolve({ status, signal })));
+  });
+}
+
+async function main() {
+  const seconds = parseSeconds(process.argv.slice(2));
+  if (seconds === null) return fail('--seconds needs a whole number of seconds above 0');
+  if (spawnSync('clang', ['--version'], { stdio: 'ignore' }).error) {
+    return fail(
+      'clang is not installed; run `bash scripts/setup-system.sh` (it installs clang and libclang-rt-14-dev)',
+    );
+  }
+  if (spawnSync('make', ['-C', 'native', 'fuzz'], { cwd: root, stdio: 'inherit' }).status !== 0) {
+    return fail("`make -C native fuzz` failed (libFuzzer's runtime comes with libclang-rt-14-dev)");
+  }
+  fs.rmSync(path.join(root, seeds), { recursive: true, force: true });
+  fs.mkdirSync(path.join(root, seeds), { recursive: true });
+  fs.mkdirSync(path.join(root, corpus), { recursive: true });
+  fs.mkdirSync(path.join(root, crashes), { recursive: true });
+  if (spawnSync(path.join(root, out, 'snapshot_seeds'), [seeds], { cwd: root, stdio: 'inherit' }).status !== 0) {
+    return fail('could not write the seed corpus');
+  }
+
+  say(`running ${fuzzer} for ${seconds} s (log: ${logFile})`);
+  const result = await runFuzzer(seconds);
+  const log = fs.readFileSync(path.join(root, logFile), 'utf8');
+  const stat = (name) => new RegExp(`^stat::${name}:\\s+(\\d+)`, 'm').exec(log)?.[1] ?? '?';
+  const done = /^#(\d+)\s+DONE\s+cov: (\d+) ft: (\d+) corp: (\d+)\/(\S+)/m.exec(log);
+  if (done) {
+    say(
+      `${done[1]} runs in ${seconds} s (${stat('average_exec_per_sec')} exec/s); coverage: ${done[2]} edges, ` +
+        `${done[3]} features; corpus: ${done[4]} inputs (${done[5]}), ${stat('new_units_added')} new this run`,
+    );
+  }
+  const kept = /Test unit written to (\S+)/.exec(log)?.[1];
+  if (result.status === 0 && !kept) return 0;
+
+  // The sanitizer's or libFuzzer's report: from its first line to the end of the log.
+  const lines = log.split('\n');
+  const first = lines.findIndex((l) => /==\d+==\s*ERROR|runtime error:|invariant broken|ALARM|out-of-memory/.test(l));
+  process.stderr.write(`${lines.slice(first >= 0 ? first : -40).join('\n')}\n`);
+  if (!kept)
+    return fail(`the fuzzer ended with ${result.error?.message ?? result.signal ?? `status ${result.status}`}`);
+  const kind = path.basename(kept).split('-')[0]; // crash, leak, timeout, oom, slow-unit
+  return fail(`${kind} in the snapshot loader, input ${kept}; reproduce with: ${fuzzer} ${kept}`);
+}
+
+process.exitCode = await main();
