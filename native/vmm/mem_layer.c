@@ -4,6 +4,7 @@
 #include "error.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -81,6 +82,32 @@ struct mem_layer *mem_layer_resolve(struct mem_layer *l)
 	return r;
 }
 
+/* Where l's pages are now: a duplicate of its fd (close it) and the data offset, read together under the lock. */
+static int source(struct mem_layer *l, uint64_t *data_offset, struct vm_error *err)
+{
+	int fd;
+
+	pthread_mutex_lock(&l->lock);
+	fd = fcntl(l->fd, F_DUPFD_CLOEXEC, 0);
+	*data_offset = l->data_offset;
+	pthread_mutex_unlock(&l->lock);
+	if (fd < 0)
+		return vm_error_set(err, errno, "cannot use a memory layer: %s", strerror(errno));
+	return fd;
+}
+
+void mem_layer_adopt_file(struct mem_layer *l, int fd, uint64_t data_offset)
+{
+	int old;
+
+	pthread_mutex_lock(&l->lock);
+	old = l->fd;
+	l->fd = fd;
+	l->data_offset = data_offset;
+	pthread_mutex_unlock(&l->lock);
+	close(old);	/* a memfd's pages go once no fd and no mapping holds them */
+}
+
 /* The chain from top down to its full layer, flattened layers used where they exist; newest first. */
 static int chain_collect(struct mem_layer *top, struct mem_layer *chain[CHAIN_MAX], struct vm_error *err)
 {
@@ -109,12 +136,18 @@ void *mem_layer_map(struct mem_layer *top, struct vm_error *err)
 	struct mem_layer *chain[CHAIN_MAX];
 	uint64_t pages = top->mem_size / SNAP_PAGE_SIZE;
 	uint8_t *base;
-	int n = chain_collect(top, chain, err);
+	uint64_t off;
+	int n = chain_collect(top, chain, err), fd;
 
 	if (n < 0)
 		return NULL;
-	base = mmap(NULL, top->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, chain[n - 1]->fd,
-		    (off_t)chain[n - 1]->data_offset);
+	fd = source(chain[n - 1], &off, err);
+	if (fd < 0) {
+		chain_put(chain, n);
+		return NULL;
+	}
+	base = mmap(NULL, top->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd, (off_t)off);
+	close(fd);
 	if (base == MAP_FAILED) {
 		vm_error_set(err, errno, "cannot map guest memory from its snapshot layer: %s", strerror(errno));
 		chain_put(chain, n);
@@ -122,6 +155,13 @@ void *mem_layer_map(struct mem_layer *top, struct vm_error *err)
 	}
 	for (int i = n - 2; i >= 0; i--) {
 		struct mem_layer *d = chain[i];
+
+		fd = source(d, &off, err);
+		if (fd < 0) {
+			munmap(base, top->mem_size);
+			chain_put(chain, n);
+			return NULL;
+		}
 
 		for (uint64_t p = 0; p < pages;) {
 			uint64_t run = 0;
@@ -133,15 +173,16 @@ void *mem_layer_map(struct mem_layer *top, struct vm_error *err)
 			while (p + run < pages && mem_layer_test(d->bitmap, p + run))
 				run++;
 			if (mmap(base + p * SNAP_PAGE_SIZE, run * SNAP_PAGE_SIZE, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, d->fd,
-				 (off_t)(d->data_offset + p * SNAP_PAGE_SIZE)) == MAP_FAILED) {
+				 MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd, (off_t)(off + p * SNAP_PAGE_SIZE)) == MAP_FAILED) {
 				vm_error_set(err, errno, "cannot map a diff layer of guest memory: %s", strerror(errno));
+				close(fd);
 				munmap(base, top->mem_size);
 				chain_put(chain, n);
 				return NULL;
 			}
 			p += run;
 		}
+		close(fd);
 	}
 	chain_put(chain, n);	/* the mappings keep the files */
 	return base;
@@ -166,8 +207,14 @@ struct copy {
 	void *opaque;
 };
 
+/* A layer's pages where they are now, for reading. */
+struct layer_src {
+	int fd;
+	uint64_t data_offset, mem_size;
+};
+
 /* Copies [off, off + len) of guest RAM from layer l; zero pages are skipped when skip_zero. */
-static int copy_range(struct copy *c, struct mem_layer *l, uint64_t off, uint64_t len, int skip_zero,
+static int copy_range(struct copy *c, const struct layer_src *l, uint64_t off, uint64_t len, int skip_zero,
 		      struct vm_error *err)
 {
 	while (len) {
@@ -200,7 +247,7 @@ static int copy_range(struct copy *c, struct mem_layer *l, uint64_t off, uint64_
 }
 
 /* The data extents of a full layer (holes in a memfd or a sparse file are zero and skipped). */
-static int copy_full(struct copy *c, struct mem_layer *l, struct vm_error *err)
+static int copy_full(struct copy *c, const struct layer_src *l, struct vm_error *err)
 {
 	uint64_t off = 0;
 
@@ -265,9 +312,16 @@ int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64
 
 	for (int i = n - 1; i >= 0 && !ret; i--) {	/* oldest first: newer layers overwrite */
 		struct mem_layer *l = chain[i];
+		struct layer_src src = { .mem_size = l->mem_size };
 
+		src.fd = source(l, &src.data_offset, err);
+		if (src.fd < 0) {
+			ret = -1;
+			break;
+		}
 		if (l->kind == MEM_LAYER_FULL) {
-			ret = copy_full(&c, l, err);
+			ret = copy_full(&c, &src, err);
+			close(src.fd);
 			continue;
 		}
 		for (uint64_t p = 0; p < pages && !ret;) {
@@ -282,9 +336,10 @@ int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64
 					mem_layer_set(bitmap_out, p + run);
 				run++;
 			}
-			ret = copy_range(&c, l, p * SNAP_PAGE_SIZE, run * SNAP_PAGE_SIZE, 0, err);
+			ret = copy_range(&c, &src, p * SNAP_PAGE_SIZE, run * SNAP_PAGE_SIZE, 0, err);
 			p += run;
 		}
+		close(src.fd);
 	}
 	free(c.buf);
 	chain_put(chain, n);

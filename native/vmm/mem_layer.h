@@ -17,7 +17,7 @@ struct vm_error;
 
 struct mem_layer {
 	int refs;			/* atomic */
-	int fd;				/* owned */
+	int fd;				/* owned; with data_offset, changed only by mem_layer_adopt_file, under lock */
 	uint32_t kind;			/* MEM_LAYER_FULL or MEM_LAYER_DIFF */
 	uint64_t mem_size, data_offset;	/* page p of guest RAM is at data_offset + p * 4096 in fd */
 	uint8_t *bitmap;		/* diff: the pages this layer holds; NULL for a full layer */
@@ -50,6 +50,13 @@ void *mem_layer_map(struct mem_layer *top, struct vm_error *err);
 int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64_t data_offset, uint8_t *bitmap_out,
 		   uint64_t *pages_out, uint64_t *bytes_out, void (*progress)(void *, uint64_t, uint64_t),
 		   void *opaque, struct vm_error *err);
+
+/*
+ * The layer's pages are now also in a snapshot file (at data_offset, same page numbering): read them from there and
+ * close the memfd, so a checkpoint's copy of guest memory lives in the page cache, which the kernel can reclaim,
+ * instead of in memory nothing but the VM's end frees. Takes ownership of fd.
+ */
+void mem_layer_adopt_file(struct mem_layer *l, int fd, uint64_t data_offset);
 
 /* Starts a background thread that builds l->flat when l's chain is deeper than MEM_LAYER_MAX_DEPTH. */
 void mem_layer_flatten_async(struct mem_layer *l);

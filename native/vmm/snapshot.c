@@ -751,13 +751,22 @@ int vm_snapshot_write(struct vm_snapshot *s, const char *dir, vm_progress_fn pro
 	if (base)
 		snprintf(info->parent_dir, sizeof(info->parent_dir), "%s", base->dir);
 	if (base != top) {
+		int adopt = 0, fd;
+
 		pthread_mutex_lock(&top->lock);
 		if (!top->dir) {
 			top->dir = strdup(abs_dir);
 			memcpy(top->snap_id, s->parsed.id, SNAP_ID_SIZE);
 			top->disk_depth = base ? base->disk_depth + 1 : 1;
+			adopt = 1;
 		}
 		pthread_mutex_unlock(&top->lock);
+		/* The file holds every page of top (and maybe more): read them from there and let the memfd go. */
+		snprintf(path, sizeof(path), "%s/memory", abs_dir);
+		fd = adopt ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+		if (fd >= 0)
+			mem_layer_adopt_file(top, fd, mem_layer_data_offset(base ? MEM_LAYER_DIFF : MEM_LAYER_FULL,
+									    top->mem_size));
 	}
 	return 0;
 }
