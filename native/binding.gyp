@@ -25,7 +25,8 @@
         "vmm/snapfile.c",
         "vmm/snapshot.c",
         "vmm/uart.c",
-        "vmm/vm.c"
+        "vmm/vm.c",
+        "vmm/vmgenid.c"
       ],
       "include_dirs": ["vmm"],
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"],

@@ -264,9 +264,41 @@ static const uint8_t *device(const uint8_t *p, const uint8_t *scope_end, const c
 	return p + 2 + len;
 }
 
+static const uint8_t s5[] = { 0x08, '_', 'S', '5', '_', 0x12, 0x05, 0x02, 0x0a, 0x05, 0x00 };
+
+/*
+ * The DSDT's definition block: Name (_S5_, ...), then Scope (\_SB_) to the end of the table. *p gets the first
+ * device in the scope and *scope_end the scope's end, checked against the table's length.
+ */
+static int dsdt_scope(const struct guest_mem *mem, const uint8_t **p, const uint8_t **scope_end)
+{
+	const uint8_t *fadt, *dsdt, *aml, *end;
+	uint32_t len, fadt_len;
+	uint64_t addr;
+	size_t n;
+
+	fadt = xsdt_find(mem, "FACP", &addr, &fadt_len);
+	if (!fadt || !(dsdt = table(mem, test_rd64(fadt + 140), "DSDT", &len)))
+		return -1;
+	CHECK_EQ_INT(dsdt[8], 2);				/* revision 2: 64-bit integers */
+	aml = dsdt + 36;
+	end = dsdt + len;
+	if (end - aml <= (long)sizeof(s5) + 8 || memcmp(aml, s5, sizeof(s5)) != 0 || aml[sizeof(s5)] != 0x10) {
+		test_fail(__FILE__, __LINE__, "the DSDT does not start with \\_S5_ and Scope (\\_SB_)");
+		return -1;
+	}
+	*p = aml + sizeof(s5);
+	CHECK_EQ_INT((*p)[1] >> 6, 1);				/* this PkgLength needs two bytes */
+	*scope_end = *p + 1 + pkg_length(*p + 1, &n);
+	CHECK(*scope_end == end);
+	*p += 1 + n;
+	CHECK(memcmp(*p, "\\_SB_", 5) == 0);
+	*p += 5;
+	return *scope_end == end ? 0 : -1;
+}
+
 TEST(dsdt_aml_has_s5_com1_and_the_pvpanic_device)
 {
-	static const uint8_t s5[] = { 0x08, '_', 'S', '5', '_', 0x12, 0x05, 0x02, 0x0a, 0x05, 0x00 };
 	static const uint8_t com1_hid[] = { 0x08, '_', 'H', 'I', 'D', 0x0c, 0x41, 0xd0, 0x05, 0x01 };
 	static const uint8_t com1_crs[] = { 0x08, '_', 'C', 'R', 'S', 0x11, 0x10, 0x0a, 0x0d,
 					    0x47, 0x01, 0xf8, 0x03, 0xf8, 0x03, 0x01, 0x08,	/* IO 0x3f8, 8 ports */
@@ -278,32 +310,11 @@ TEST(dsdt_aml_has_s5_com1_and_the_pvpanic_device)
 					    0x79, 0x00 };
 	struct vm_error err = { 0 };
 	struct guest_mem mem;
-	const uint8_t *fadt, *dsdt, *aml, *end, *scope_end, *p, *body, *dev_end;
-	uint32_t len, fadt_len;
-	uint64_t addr;
-	size_t n;
+	const uint8_t *scope_end, *p, *body, *dev_end;
 
 	CHECK_OK(boot(&mem, 1, &err), err.msg);
 	REQUIRE(mem.host);
-	fadt = xsdt_find(&mem, "FACP", &addr, &fadt_len);
-	REQUIRE(fadt);
-	dsdt = table(&mem, test_rd64(fadt + 140), "DSDT", &len);
-	REQUIRE(dsdt);
-	CHECK_EQ_INT(dsdt[8], 2);				/* revision 2: 64-bit integers */
-	aml = dsdt + 36;
-	end = dsdt + len;
-
-	/* Name (_S5_, Package () { 5, 0 }), then Scope (\_SB_) to the end of the table. */
-	REQUIRE(end - aml > (long)sizeof(s5) + 8);
-	CHECK(memcmp(aml, s5, sizeof(s5)) == 0);
-	p = aml + sizeof(s5);
-	REQUIRE(p[0] == 0x10);
-	CHECK_EQ_INT(p[1] >> 6, 1);				/* this PkgLength needs two bytes */
-	scope_end = p + 1 + pkg_length(p + 1, &n);
-	CHECK(scope_end == end);
-	p += 1 + n;
-	CHECK(memcmp(p, "\\_SB_", 5) == 0);
-	p += 5;
+	REQUIRE(dsdt_scope(&mem, &p, &scope_end) == 0);
 
 	dev_end = device(p, scope_end, "COM1", &body);
 	REQUIRE(dev_end && dev_end <= scope_end);
@@ -313,11 +324,83 @@ TEST(dsdt_aml_has_s5_com1_and_the_pvpanic_device)
 	CHECK(p && p + sizeof(com1_crs) == dev_end);		/* the buffer's PkgLength ends with the device */
 
 	dev_end = device(dev_end, scope_end, "PEVT", &body);
-	REQUIRE(dev_end);
-	CHECK(dev_end == scope_end);
+	REQUIRE(dev_end && dev_end <= scope_end);
 	CHECK(find(body, dev_end - body, pevt_hid, sizeof(pevt_hid)) != NULL);
 	p = find(body, dev_end - body, pevt_crs, sizeof(pevt_crs));
 	CHECK(p && p + sizeof(pevt_crs) == dev_end);
+	guest_mem_exit(&mem);
+}
+
+/*
+ * What Linux needs to reseed a fork: \_SB_.VGEN with the ids its vmgenid driver binds to and ADDR giving where the
+ * 16-byte ID is, and \_SB_.GED0, a Generic Event Device whose one interrupt is VMGENID_GSI (edge, active high,
+ * exclusive) and whose _EVT, called with that GSI, notifies VGEN. Every PkgLength must end where the next object
+ * starts, down to the If in the method.
+ */
+TEST(dsdt_describes_the_vm_generation_id_and_the_event_device_that_signals_it)
+{
+	static const uint8_t vgen_hid[] = { 0x08, '_', 'H', 'I', 'D', 0x0d, 'V', 'M', 'G', 'E', 'N', 'C', 'T', 'R', 0 };
+	static const uint8_t vgen_cid[] = { 0x08, '_', 'C', 'I', 'D', 0x0d, 'V', 'M', '_', 'G', 'e', 'n', '_',
+					    'C', 'o', 'u', 'n', 't', 'e', 'r', 0 };
+	static const uint8_t addr_pkg[] = { 0x08, 'A', 'D', 'D', 'R', 0x12, 0x0c, 0x02 };	/* Package, 2 elements */
+	static const uint8_t ged_hid[] = { 0x08, '_', 'H', 'I', 'D', 0x0d, 'A', 'C', 'P', 'I', '0', '0', '1', '3', 0 };
+	static const uint8_t ged_crs[] = { 0x08, '_', 'C', 'R', 'S', 0x11, 0x0e, 0x0a, 0x0b,
+					   0x89, 0x06, 0x00 };				/* Extended Interrupt, 6 bytes */
+	static const uint8_t evt[] = { 0x14 };						/* MethodOp */
+	static const uint8_t notify[] = { 0x86, 0x5c, 0x2e, '_', 'S', 'B', '_', 'V', 'G', 'E', 'N', 0x0a, 0x80 };
+	struct vm_error err = { 0 };
+	struct guest_mem mem;
+	const uint8_t *scope_end, *p, *body, *dev_end, *com1_end, *method, *method_end, *cond, *cond_end;
+	size_t n;
+
+	CHECK_OK(boot(&mem, 64, &err), err.msg);
+	REQUIRE(mem.host);
+	REQUIRE(dsdt_scope(&mem, &p, &scope_end) == 0);
+	com1_end = device(p, scope_end, "COM1", &body);
+	REQUIRE(com1_end);
+	dev_end = device(com1_end, scope_end, "PEVT", &body);
+	REQUIRE(dev_end);
+
+	dev_end = device(dev_end, scope_end, "VGEN", &body);
+	REQUIRE(dev_end && dev_end <= scope_end);
+	CHECK(find(body, dev_end - body, vgen_hid, sizeof(vgen_hid)) != NULL);
+	CHECK(find(body, dev_end - body, vgen_cid, sizeof(vgen_cid)) != NULL);
+	CHECK(find(body, dev_end - body, "\x08_DDN\x0dVM_Gen_Counter", 21) != NULL);
+	p = find(body, dev_end - body, addr_pkg, sizeof(addr_pkg));
+	REQUIRE(p && p + 5 + 1 + 0x0c == dev_end);		/* the package ends with the device */
+	p += sizeof(addr_pkg);
+	REQUIRE(p[0] == 0x0c && p[5] == 0x0c);			/* two DWords: low and high 32 bits */
+	CHECK_EQ_INT(test_rd32(p + 1) | (uint64_t)test_rd32(p + 6) << 32, VMGENID_ADDR);
+
+	dev_end = device(dev_end, scope_end, "GED0", &body);
+	REQUIRE(dev_end);
+	CHECK(dev_end == scope_end);				/* the last device */
+	CHECK(find(body, dev_end - body, ged_hid, sizeof(ged_hid)) != NULL);
+	p = find(body, dev_end - body, ged_crs, sizeof(ged_crs));
+	REQUIRE(p);
+	p += sizeof(ged_crs);
+	CHECK_EQ_INT(p[0] & 0x01, 0x01);			/* resource consumer */
+	CHECK_EQ_INT(p[0] & 0x02, 0x02);			/* edge-triggered */
+	CHECK_EQ_INT(p[0] & 0x04, 0);				/* active high */
+	CHECK_EQ_INT(p[0] & 0x08, 0);				/* exclusive */
+	CHECK_EQ_INT(p[1], 1);					/* one interrupt, */
+	CHECK_EQ_INT(test_rd32(p + 2), VMGENID_GSI);		/*   the GSI */
+	CHECK(p[6] == 0x79 && p[7] == 0x00);			/* End Tag */
+	method = p + 8;						/* the method follows the buffer it ends */
+	REQUIRE(memcmp(method, evt, sizeof(evt)) == 0);
+	method_end = method + 1 + pkg_length(method + 1, &n);
+	CHECK(method_end == dev_end);
+	p = method + 1 + n;
+	CHECK(memcmp(p, "_EVT", 4) == 0);
+	CHECK_EQ_INT(p[4], 0x01);				/* one argument, not serialized */
+	cond = p + 5;
+	REQUIRE(cond[0] == 0xa0);				/* If */
+	cond_end = cond + 1 + pkg_length(cond + 1, &n);
+	CHECK(cond_end == method_end);
+	p = cond + 1 + n;
+	CHECK(p[0] == 0x93 && p[1] == 0x68 && p[2] == 0x0a);	/* LEqual (Arg0, BytePrefix */
+	CHECK_EQ_INT(p[3], VMGENID_GSI);			/*   GSI) */
+	CHECK(cond_end - (p + 4) == (long)sizeof(notify) && memcmp(p + 4, notify, sizeof(notify)) == 0);
 	guest_mem_exit(&mem);
 }
 
@@ -350,17 +433,36 @@ static void check_tables_apart(int nr_cpus)
 	stop[n] = start[n] + len;
 	for (int i = 0; i <= n; i++) {
 		CHECK(start[i] >= 0xe0000);			/* above the MP table and the EBDA */
-		CHECK(stop[i] <= 0x100000);			/* below the kernel */
+		CHECK(stop[i] <= VMGENID_ADDR);			/* below the generation ID, and so below the kernel */
 		for (int j = 0; j < i; j++)
 			CHECK(stop[i] <= start[j] || stop[j] <= start[i]);
 	}
 	guest_mem_exit(&mem);
 }
 
-TEST(acpi_tables_do_not_overlap_and_stay_below_1_mib)
+TEST(acpi_tables_do_not_overlap_and_stay_below_the_generation_id)
 {
 	check_tables_apart(1);
 	check_tables_apart(64);
+}
+
+/* The generation ID is 16-byte aligned, e820-reserved, and the tables leave it alone even at 254 vCPUs. */
+TEST(acpi_tables_for_the_most_vcpus_leave_the_generation_id_alone)
+{
+	struct vm_error err = { 0 };
+	struct guest_mem mem;
+	uint8_t *id;
+
+	CHECK_EQ_INT(VMGENID_ADDR % 16, 0);
+	CHECK(VMGENID_ADDR >= BOOT_EBDA && VMGENID_ADDR + VMGENID_LEN <= 0x100000);
+	REQUIRE(guest_mem_init(&mem, RAM, &err) == 0);
+	id = guest_mem_ptr(&mem, VMGENID_ADDR, VMGENID_LEN);
+	REQUIRE(id);
+	memset(id, 0xa5, VMGENID_LEN);
+	CHECK_OK(acpi_write(&mem, 254, &err), err.msg);
+	for (int i = 0; i < VMGENID_LEN; i++)
+		CHECK_EQ_INT(id[i], 0xa5);
+	guest_mem_exit(&mem);
 }
 
 TEST(acpi_tables_refuse_guest_memory_that_ends_below_them)

@@ -5,7 +5,8 @@
  * Hardware-reduced (FADT flag HW_REDUCED_ACPI) means no fixed ACPI hardware: no PM1 event/control blocks, no PM
  * timer, no SCI, no GPEs, no FACS. What ACPI gives a guest here is what the MP table cannot say: how to power
  * off (the sleep control register and the \_S5_ sleep type) and which devices exist beyond the CPUs (the DSDT:
- * COM1 and the pvpanic device). The MP table stays for guests without ACPI (tiny guests, Linux with acpi=off).
+ * COM1, the pvpanic device and the VM generation ID with the event device that signals it). The MP table stays for
+ * guests without ACPI (tiny guests, Linux with acpi=off).
  */
 #include "acpi.h"
 #include "boot.h"
@@ -49,11 +50,17 @@
 #define AML_SCOPE_OP 0x10
 #define AML_BUFFER_OP 0x11
 #define AML_PACKAGE_OP 0x12
+#define AML_METHOD_OP 0x14
+#define AML_DUAL_NAME_PREFIX 0x2e	/* two NameSegs follow */
 #define AML_EXT_OP_PREFIX 0x5b
 #define AML_DEVICE_OP 0x82		/* after AML_EXT_OP_PREFIX */
 #define AML_ROOT_CHAR 0x5c		/* '\' */
+#define AML_ARG0_OP 0x68
+#define AML_NOTIFY_OP 0x86
+#define AML_LEQUAL_OP 0x93
+#define AML_IF_OP 0xa0
 
-#define AML_MAX 256			/* bytes of DSDT definition block; acpi_write fails if it grows past this */
+#define AML_MAX 512			/* bytes of DSDT definition block; acpi_write fails if it grows past this */
 
 struct acpi_header {
 	char signature[4];
@@ -240,6 +247,36 @@ static void aml_pkg_end(struct aml *a, size_t start)
 	a->len += n;
 }
 
+static void aml_dword(struct aml *a, uint32_t v)
+{
+	const uint8_t enc[] = {
+		AML_DWORD_PREFIX, (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24),
+	};
+
+	aml_put(a, enc, sizeof(enc));
+}
+
+/* Name (<name>, "<str>") */
+static void aml_name_string(struct aml *a, const char name[4], const char *str)
+{
+	aml_byte(a, AML_NAME_OP);				/* NameOp */
+	aml_put(a, name, 4);					/* NameSeg */
+	aml_byte(a, AML_STRING_PREFIX);				/* StringPrefix, the ASCII characters and a NUL */
+	aml_put(a, str, strlen(str) + 1);
+}
+
+/* Device (<name>) { ...: returns where its PkgLength goes, for aml_pkg_end once its contents are written. */
+static size_t aml_device_begin(struct aml *a, const char name[4])
+{
+	size_t dev;
+
+	aml_byte(a, AML_EXT_OP_PREFIX);				/* DeviceOp: ExtOpPrefix, */
+	aml_byte(a, AML_DEVICE_OP);				/*   0x82 */
+	dev = aml_pkg_begin(a);					/* PkgLength */
+	aml_put(a, name, 4);					/* NameSeg */
+	return dev;
+}
+
 /* Name (<name>, ResourceTemplate () { <descriptors> }): `res` is the descriptors without the End Tag. */
 static void aml_name_resources(struct aml *a, const char name[4], const uint8_t *res, size_t len)
 {
@@ -273,12 +310,33 @@ static void aml_name_resources(struct aml *a, const char name[4], const uint8_t 
  *			Name (_HID, "QEMU0001")
  *			Name (_CRS, ResourceTemplate () { IO (Decode16, 0x505, 0x505, 1, 1) })
  *		}
+ *		Device (VGEN) {
+ *			Name (_HID, "VMGENCTR")
+ *			Name (_CID, "VM_Gen_Counter")
+ *			Name (_DDN, "VM_Gen_Counter")
+ *			Name (ADDR, Package () { 0x000EF000, 0x00000000 })
+ *		}
+ *		Device (GED0) {
+ *			Name (_HID, "ACPI0013")
+ *			Name (_CRS, ResourceTemplate () {
+ *				Interrupt (ResourceConsumer, Edge, ActiveHigh, Exclusive) { 23 }
+ *			})
+ *			Method (_EVT, 1, NotSerialized) {
+ *				If (LEqual (Arg0, 23)) { Notify (\_SB_.VGEN, 0x80) }
+ *			}
+ *		}
  *	}
  *
  * \_S5_ is the sleep type OSPM writes to SLEEP_CONTROL_REG to power off (acpi_sleep.c ends the VM on it).
  * COM1 has to be here because a hardware-reduced platform has no legacy PIC: Linux then sets up no ISA IRQs by
  * itself, and COM1's IRQ 4 reaches the IOAPIC only when a device's _CRS names it. PEVT is QEMU's pvpanic ISA
  * device (pvpanic.c); Linux's pvpanic-mmio driver binds to QEMU0001 and takes an I/O port resource.
+ *
+ * VGEN is the VM generation ID (vmgenid.c; Microsoft's "Virtual Machine Generation ID" spec, the ids Linux's
+ * vmgenid driver and Windows look for): ADDR is the ID's guest address, low then high 32 bits. A platform without
+ * GPEs signals it through GED0, a Generic Event Device: Linux's evged driver requests the _CRS interrupt and, on
+ * each edge, calls _EVT with the GSI, which notifies VGEN; the driver then rereads the ID and, if it changed,
+ * reseeds the kernel's RNG.
  */
 static void dsdt_aml(struct aml *a)
 {
@@ -300,10 +358,19 @@ static void dsdt_aml(struct aml *a)
 		0x01,					/* _ALN */
 		0x01,					/* _LEN: one port */
 	};
+	static const uint8_t ged_res[] = {
+		0x89,					/* large item Extended Interrupt (type 0x09), */
+		0x06, 0x00,				/*   6 bytes follow */
+		0x03,					/* consumer (bit 0), edge (bit 1); active high, exclusive */
+		0x01,					/* interrupt table length: one */
+		VMGENID_GSI & 0xff, (VMGENID_GSI >> 8) & 0xff,	/* the GSI, 32 bits */
+		(VMGENID_GSI >> 16) & 0xff, (VMGENID_GSI >> 24) & 0xff,
+	};
 	static const uint8_t pnp0501[] = {
 		0x41, 0xd0, 0x05, 0x01,			/* EisaId ("PNP0501"): "PNP" in 3x5 bits, then 0x0501 */
 	};
-	size_t pkg, scope, dev;
+	size_t pkg, scope, dev, method, cond;
+	_Static_assert(VMGENID_GSI <= 0xff, "_EVT compares Arg0 with a BytePrefix integer");
 
 	aml_byte(a, AML_NAME_OP);				/* NameOp */
 	aml_put(a, "_S5_", 4);					/* NameSeg */
@@ -320,10 +387,7 @@ static void dsdt_aml(struct aml *a)
 	aml_byte(a, AML_ROOT_CHAR);				/* NameString \_SB_: RootChar, */
 	aml_put(a, "_SB_", 4);					/*   NameSeg */
 
-	aml_byte(a, AML_EXT_OP_PREFIX);				/* DeviceOp: ExtOpPrefix, */
-	aml_byte(a, AML_DEVICE_OP);				/*   0x82 */
-	dev = aml_pkg_begin(a);					/* PkgLength */
-	aml_put(a, "COM1", 4);					/* NameSeg */
+	dev = aml_device_begin(a, "COM1");
 	aml_byte(a, AML_NAME_OP);				/* Name (_HID, */
 	aml_put(a, "_HID", 4);
 	aml_byte(a, AML_DWORD_PREFIX);				/*   DWordPrefix, compressed EISA id) */
@@ -334,15 +398,46 @@ static void dsdt_aml(struct aml *a)
 	aml_name_resources(a, "_CRS", com1_res, sizeof(com1_res));
 	aml_pkg_end(a, dev);
 
-	aml_byte(a, AML_EXT_OP_PREFIX);				/* DeviceOp: ExtOpPrefix, */
-	aml_byte(a, AML_DEVICE_OP);				/*   0x82 */
-	dev = aml_pkg_begin(a);					/* PkgLength */
-	aml_put(a, "PEVT", 4);					/* NameSeg */
-	aml_byte(a, AML_NAME_OP);				/* Name (_HID, */
-	aml_put(a, "_HID", 4);
-	aml_byte(a, AML_STRING_PREFIX);				/*   StringPrefix, "QEMU0001" and its NUL) */
-	aml_put(a, "QEMU0001", 9);
+	dev = aml_device_begin(a, "PEVT");
+	aml_name_string(a, "_HID", "QEMU0001");
 	aml_name_resources(a, "_CRS", pvpanic_res, sizeof(pvpanic_res));
+	aml_pkg_end(a, dev);
+
+	dev = aml_device_begin(a, "VGEN");
+	aml_name_string(a, "_HID", "VMGENCTR");
+	aml_name_string(a, "_CID", "VM_Gen_Counter");
+	aml_name_string(a, "_DDN", "VM_Gen_Counter");
+	aml_byte(a, AML_NAME_OP);				/* Name (ADDR, */
+	aml_put(a, "ADDR", 4);
+	aml_byte(a, AML_PACKAGE_OP);				/*   Package () { */
+	pkg = aml_pkg_begin(a);
+	aml_byte(a, 2);						/*     NumElements */
+	aml_dword(a, (uint32_t)VMGENID_ADDR);			/*     low 32 bits, high 32 bits }) */
+	aml_dword(a, (uint32_t)(VMGENID_ADDR >> 32));
+	aml_pkg_end(a, pkg);
+	aml_pkg_end(a, dev);
+
+	dev = aml_device_begin(a, "GED0");
+	aml_name_string(a, "_HID", "ACPI0013");
+	aml_name_resources(a, "_CRS", ged_res, sizeof(ged_res));
+	aml_byte(a, AML_METHOD_OP);				/* Method (_EVT, */
+	method = aml_pkg_begin(a);
+	aml_put(a, "_EVT", 4);
+	aml_byte(a, 0x01);					/*   MethodFlags: 1 argument, not serialized) { */
+	aml_byte(a, AML_IF_OP);					/*   If ( */
+	cond = aml_pkg_begin(a);
+	aml_byte(a, AML_LEQUAL_OP);				/*     LEqual (Arg0, BytePrefix GSI)) { */
+	aml_byte(a, AML_ARG0_OP);
+	aml_byte(a, AML_BYTE_PREFIX);
+	aml_byte(a, VMGENID_GSI);
+	aml_byte(a, AML_NOTIFY_OP);				/*     Notify (\_SB_.VGEN: RootChar, DualNamePrefix, */
+	aml_byte(a, AML_ROOT_CHAR);
+	aml_byte(a, AML_DUAL_NAME_PREFIX);
+	aml_put(a, "_SB_VGEN", 8);				/*       two NameSegs, */
+	aml_byte(a, AML_BYTE_PREFIX);				/*       BytePrefix 0x80) } } */
+	aml_byte(a, VMGENID_NOTIFY);
+	aml_pkg_end(a, cond);
+	aml_pkg_end(a, method);
 	aml_pkg_end(a, dev);
 
 	aml_pkg_end(a, scope);
@@ -471,8 +566,9 @@ int acpi_write(struct guest_mem *mem, int nr_cpus, struct vm_error *err)
 	at.madt = align16(at.dsdt + sizeof(struct acpi_header) + aml.len);
 	at.end = at.madt + madt_size(nr_cpus);
 	if (at.end > ACPI_TABLES_END)
-		return vm_error_set(err, ENOSPC, "the ACPI tables need 0x%llx-0x%llx, past 1 MiB",
-				    (unsigned long long)at.rsdp, (unsigned long long)at.end);
+		return vm_error_set(err, ENOSPC, "the ACPI tables need 0x%llx-0x%llx, past 0x%llx",
+				    (unsigned long long)at.rsdp, (unsigned long long)at.end,
+				    (unsigned long long)ACPI_TABLES_END);
 	base = guest_mem_ptr(mem, at.rsdp, at.end - at.rsdp);
 	if (!base)
 		return vm_error_set(err, EINVAL, "no room for the ACPI tables at 0x%llx-0x%llx: guest memory ends first",

@@ -9,7 +9,19 @@
 #include <stdint.h>
 
 #define ACPI_RSDP_ADDR 0xe0000ULL	/* in the BIOS area Linux scans (0xE0000-0xFFFFF); e820 marks it reserved */
-#define ACPI_TABLES_END 0x100000ULL	/* every table lies in [ACPI_RSDP_ADDR, ACPI_TABLES_END) */
+#define ACPI_TABLES_END VMGENID_ADDR	/* every table lies in [ACPI_RSDP_ADDR, ACPI_TABLES_END) */
+
+/*
+ * The VM generation ID (vmgenid.c): 16 random bytes that change when a snapshot is restored or forked, at a fixed
+ * guest address in the e820-reserved BIOS area, past the ACPI tables (at most about 3 KiB even with 254 vCPUs), in
+ * a page of its own. The DSDT's \_SB_.VGEN gives the address (ADDR); \_SB_.GED0, an ACPI Generic Event Device,
+ * turns an edge on VMGENID_GSI into Notify (VGEN, 0x80). GSI 23 is the IOAPIC's last pin: above the ISA IRQs (KVM
+ * also feeds GSIs below 16 to the 8259s) and clear of the virtio-mmio IRQs, which are numbered from 5 up.
+ */
+#define VMGENID_ADDR 0xef000ULL
+#define VMGENID_LEN 16
+#define VMGENID_GSI 23
+#define VMGENID_NOTIFY 0x80		/* the Notify value the VM Generation ID spec asks for */
 
 #define ACPI_SLEEP_PORT 0x600		/* FADT SLEEP_CONTROL_REG and SLEEP_STATUS_REG, one byte */
 #define ACPI_SLEEP_TYP_S5 5		/* the SLP_TYP the DSDT's \_S5_ package gives */
