@@ -39,14 +39,52 @@ struct mem_layer *mem_layer_new(int fd, uint32_t kind, uint64_t mem_size, uint64
 			return NULL;
 		}
 		memcpy(l->bitmap, bitmap, bitmap_len);
-		for (size_t i = 0; i < bitmap_len; i++)
-			l->pages += (uint64_t)__builtin_popcount(l->bitmap[i]);
+		l->pages = mem_layer_count(l->bitmap, mem_size / SNAP_PAGE_SIZE);
 		l->parent = mem_layer_get(parent);
 		l->depth = parent->depth + 1;
 	} else {
 		l->pages = mem_size / SNAP_PAGE_SIZE;
 	}
 	return l;
+}
+
+uint64_t mem_layer_next_run(const uint8_t *bitmap, uint64_t pages, uint64_t from, uint64_t *run)
+{
+	uint64_t p = from, n = 0;
+
+	while (p < pages) {
+		uint64_t word;
+
+		if (p % 64 == 0 && p + 64 <= pages) {
+			memcpy(&word, bitmap + p / 8, 8);
+			if (!word) {
+				p += 64;
+				continue;
+			}
+		}
+		if (mem_layer_test(bitmap, p))
+			break;
+		p++;
+	}
+	while (p + n < pages && mem_layer_test(bitmap, p + n))
+		n++;
+	*run = n;
+	return p < pages ? p : pages;
+}
+
+uint64_t mem_layer_count(const uint8_t *bitmap, uint64_t pages)
+{
+	uint64_t count = 0, i = 0;
+
+	for (; i + 64 <= pages; i += 64) {
+		uint64_t word;
+
+		memcpy(&word, bitmap + i / 8, 8);
+		count += (uint64_t)__builtin_popcountll(word);
+	}
+	for (; i < pages; i++)
+		count += mem_layer_test(bitmap, i);
+	return count;
 }
 
 struct mem_layer *mem_layer_get(struct mem_layer *l)
@@ -163,15 +201,7 @@ void *mem_layer_map(struct mem_layer *top, struct vm_error *err)
 			return NULL;
 		}
 
-		for (uint64_t p = 0; p < pages;) {
-			uint64_t run = 0;
-
-			if (!mem_layer_test(d->bitmap, p)) {
-				p++;
-				continue;
-			}
-			while (p + run < pages && mem_layer_test(d->bitmap, p + run))
-				run++;
+		for (uint64_t p = 0, run; (p = mem_layer_next_run(d->bitmap, pages, p, &run)) < pages;) {
 			if (mmap(base + p * SNAP_PAGE_SIZE, run * SNAP_PAGE_SIZE, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd, (off_t)(off + p * SNAP_PAGE_SIZE)) == MAP_FAILED) {
 				vm_error_set(err, errno, "cannot map a diff layer of guest memory: %s", strerror(errno));
@@ -324,18 +354,9 @@ int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64
 			close(src.fd);
 			continue;
 		}
-		for (uint64_t p = 0; p < pages && !ret;) {
-			uint64_t run = 0;
-
-			if (!mem_layer_test(l->bitmap, p)) {
-				p++;
-				continue;
-			}
-			while (p + run < pages && mem_layer_test(l->bitmap, p + run)) {
-				if (bitmap_out)
-					mem_layer_set(bitmap_out, p + run);
-				run++;
-			}
+		for (uint64_t p = 0, run; !ret && (p = mem_layer_next_run(l->bitmap, pages, p, &run)) < pages;) {
+			for (uint64_t k = 0; bitmap_out && k < run; k++)
+				mem_layer_set(bitmap_out, p + k);
 			ret = copy_range(&c, &src, p * SNAP_PAGE_SIZE, run * SNAP_PAGE_SIZE, 0, err);
 			p += run;
 		}
@@ -347,11 +368,8 @@ int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64
 		return ret;
 	if (pages_out) {
 		*pages_out = pages;
-		if (bitmap_out) {
-			*pages_out = 0;
-			for (uint64_t i = 0; i < (pages + 7) / 8; i++)
-				*pages_out += (uint64_t)__builtin_popcount(bitmap_out[i]);
-		}
+		if (bitmap_out)
+			*pages_out = mem_layer_count(bitmap_out, pages);
 	}
 	if (bytes_out)
 		*bytes_out = c.written;

@@ -74,4 +74,13 @@ static inline void mem_layer_set(uint8_t *bitmap, uint64_t page)
 	bitmap[page / 8] |= (uint8_t)(1u << (page % 8));
 }
 
+/*
+ * The next run of set bits at or after `from` in a bitmap of `pages` bits: returns its first page and puts its
+ * length in *run, or returns `pages` when there is none. Skips clear bits eight bytes at a time, so walking the
+ * bitmap of a large, mostly clean guest costs little.
+ */
+uint64_t mem_layer_next_run(const uint8_t *bitmap, uint64_t pages, uint64_t from, uint64_t *run);
+/* Set bits in a bitmap of `pages` bits. */
+uint64_t mem_layer_count(const uint8_t *bitmap, uint64_t pages);
+
 #endif

@@ -339,8 +339,15 @@ static int dirty_log_take(struct vm *vm, uint8_t *bitmap, struct vm_error *err)
 			bitmap[at + i] |= log[i];
 		free(log);
 	}
-	for (size_t i = 0; i < bytes; i++)
-		bitmap[i] |= __atomic_exchange_n(&mem->vmm_dirty[i], 0, __ATOMIC_RELAXED);
+	for (size_t i = 0; i + 8 <= bytes; i += 8) {	/* RAM is whole MiB: the bitmap is whole words */
+		uint64_t *vmm = (uint64_t *)(void *)(mem->vmm_dirty + i), word;
+
+		if (!__atomic_load_n(vmm, __ATOMIC_RELAXED))
+			continue;
+		word = __atomic_exchange_n(vmm, 0, __ATOMIC_RELAXED);
+		for (int k = 0; k < 8; k++)
+			bitmap[i + k] |= (uint8_t)(word >> (8 * k));
+	}
 	return 0;
 }
 
@@ -396,9 +403,7 @@ static int memory_freeze(struct vm *vm, struct vm_checkpoint_stats *st, struct v
 		free(bitmap);
 		return -1;
 	}
-	st->dirty_pages = 0;
-	for (size_t i = 0; i < bytes; i++)
-		st->dirty_pages += (uint64_t)__builtin_popcount(bitmap[i]);
+	st->dirty_pages = mem_layer_count(bitmap, pages);
 	st->new_layer = st->dirty_pages > 0;
 	if (!st->new_layer) {
 		free(bitmap);
@@ -413,15 +418,7 @@ static int memory_freeze(struct vm *vm, struct vm_checkpoint_stats *st, struct v
 		free(bitmap);
 		return vm_error_set(err, e, "cannot create a memory layer: %s", strerror(e));
 	}
-	for (uint64_t p = 0; p < pages;) {
-		uint64_t run = 0;
-
-		if (!mem_layer_test(bitmap, p)) {
-			p++;
-			continue;
-		}
-		while (p + run < pages && mem_layer_test(bitmap, p + run))
-			run++;
+	for (uint64_t p = 0, run; (p = mem_layer_next_run(bitmap, pages, p, &run)) < pages;) {
 		if (pwrite(fd, mem->host + p * SNAP_PAGE_SIZE, run * SNAP_PAGE_SIZE, (off_t)(p * SNAP_PAGE_SIZE)) !=
 		    (ssize_t)(run * SNAP_PAGE_SIZE)) {
 			int e = errno ? errno : ENOSPC;
