@@ -36,8 +36,26 @@ export async function bootLinux(options: Partial<VmOptions> = {}, { waitForShell
     memoryMiB: 256,
     ...options,
   });
-  const watched = watchConsole(vm);
+  const linux = attachLinux(vm);
   vm.start();
+  if (waitForShell) {
+    try {
+      await linux.waitFor(/smol-guest: ready/, 120_000);
+      await linux.run('true', 60_000);
+    } catch (error) {
+      await vm.kill();
+      throw error;
+    }
+  }
+  return linux;
+}
+
+/**
+ * Drives the shell on the console of a VM that is already there (restored from a snapshot, or a fork). Call it
+ * before `vm.start()`, or right after `fork` resolves, so that no console output is missed.
+ */
+export function attachLinux(vm: Vm): LinuxGuest {
+  const watched = watchConsole(vm);
   const type = (line: string) => vm.write(`${line}\n`);
   const run = async (command: string, timeoutMs = 60_000) => {
     // The marks are built by the shell ($((…))), so the echo of the typed line never matches them.
@@ -51,17 +69,7 @@ export async function bootLinux(options: Partial<VmOptions> = {}, { waitForShell
     const match = pattern.exec(watched.output().slice(start));
     return (match?.[1] ?? '').replace(/\r\n/g, '\n');
   };
-  const linux: LinuxGuest = { vm, ...watched, type, run, exited: vm.exited };
-  if (waitForShell) {
-    try {
-      await watched.waitFor(/smol-guest: ready/, 120_000);
-      await run('true', 60_000);
-    } catch (error) {
-      await vm.kill();
-      throw error;
-    }
-  }
-  return linux;
+  return { vm, ...watched, type, run, exited: vm.exited };
 }
 
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\<>]/g, '\\$&');
