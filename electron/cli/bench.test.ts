@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { GUEST_CMDLINE } from '../guest/guest-assets.js';
-import { DEFAULT_BENCH_GUEST, DEFAULT_QEMU, parseBenchArgs } from './bench.js';
+import { DEFAULT_BENCH_GUEST, DEFAULT_QEMU, formatBenchResult, parseBenchArgs } from './bench.js';
 
 describe('smol bench arguments', () => {
   it('vm-create defaults to 20 runs of the hello tiny guest', () => {
@@ -24,12 +24,14 @@ describe('smol bench arguments', () => {
   });
 
   it('needs a benchmark name, first', () => {
-    expect(() => parseBenchArgs([])).toThrow('name a benchmark: vm-create, boot');
+    expect(() => parseBenchArgs([])).toThrow('name a benchmark: vm-create, boot, snapshot, restore, fork, fanout');
     expect(() => parseBenchArgs(['--json', 'vm-create'])).toThrow('the benchmark name comes first (got --json)');
   });
 
   it('names the benchmarks it knows when given another', () => {
-    expect(() => parseBenchArgs(['fork'])).toThrow('unknown benchmark fork (known: vm-create, boot)');
+    expect(() => parseBenchArgs(['forks'])).toThrow(
+      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout)',
+    );
   });
 
   it('--runs must be a positive integer', () => {
@@ -76,5 +78,85 @@ describe('smol bench arguments', () => {
     expect(() => parseBenchArgs(['vm-create', '--cpus', '2'])).toThrow(
       '--cpus is an option of the boot benchmark only',
     );
+  });
+
+  it('snapshot, restore and fork default to 20 runs at 256 and 2048 MiB', () => {
+    for (const name of ['snapshot', 'restore', 'fork'] as const) {
+      expect(parseBenchArgs([name])).toEqual({ name, json: false, runs: 20, memoryMiB: [256, 2048] });
+    }
+  });
+
+  it('--memory picks one guest size for the snapshot benchmarks', () => {
+    expect(parseBenchArgs(['snapshot', '--memory', '512', '--runs', '3', '--json'])).toEqual({
+      name: 'snapshot',
+      json: true,
+      runs: 3,
+      memoryMiB: [512],
+    });
+    expect(() => parseBenchArgs(['fork', '--memory', '0'])).toThrow(/--memory must be an integer from/);
+  });
+
+  it('fanout defaults to 5 runs of 64 forks, and takes --forks', () => {
+    expect(parseBenchArgs(['fanout'])).toEqual({
+      name: 'fanout',
+      json: false,
+      runs: 5,
+      memoryMiB: [256, 2048],
+      forks: 64,
+    });
+    expect(parseBenchArgs(['fanout', '--forks', '8'])).toMatchObject({ forks: 8 });
+    expect(() => parseBenchArgs(['fanout', '--forks', '1025'])).toThrow(
+      '--forks must be an integer from 1 to 1024 (got 1025)',
+    );
+    expect(() => parseBenchArgs(['fork', '--forks', '2'])).toThrow('--forks is an option of the fanout benchmark only');
+  });
+
+  it('refuses Linux guest options for the tiny-guest benchmarks, pointing restore at --linux', () => {
+    expect(() => parseBenchArgs(['snapshot', '--cpus', '2'])).toThrow(
+      '--cpus is not an option of the snapshot benchmark',
+    );
+    expect(() => parseBenchArgs(['restore', '--kernel', 'vmlinux'])).toThrow(
+      '--kernel is not an option of the restore benchmark (it is of restore --linux)',
+    );
+  });
+
+  it('restore --linux takes the boot options and defaults to 10 runs of the built guest', () => {
+    expect(parseBenchArgs(['restore', '--linux'])).toEqual({
+      name: 'restore-linux',
+      json: false,
+      runs: 10,
+      cmdline: GUEST_CMDLINE,
+      cpus: 1,
+      memoryMiB: 256,
+      qemu: DEFAULT_QEMU,
+    });
+    expect(parseBenchArgs(['restore', '--linux', '--memory', '2048', '--kernel', 'v', '--initrd', 'i'])).toMatchObject({
+      memoryMiB: 2048,
+      kernel: path.resolve('v'),
+      initrd: path.resolve('i'),
+    });
+    expect(() => parseBenchArgs(['fork', '--linux'])).toThrow('--linux is an option of the restore benchmark only');
+  });
+
+  it('prints the notes of a snapshot benchmark under its table', () => {
+    const host = {
+      kvm: { implementation: 'hardware', apiVersion: 12 },
+      inLab: true,
+      cpus: 2,
+      cpuModel: 'x',
+      kernel: 'k',
+      node: 'v20',
+    };
+    const text = formatBenchResult({
+      name: 'snapshot',
+      runs: 1,
+      warmup: 2,
+      guest: 'count.elf',
+      results: [{ metric: '256 MiB diff: pause', p50_ms: 4, p90_ms: 9, samples_ms: [4], inputs: { memoryMiB: 256 } }],
+      notes: ['the count guest dirtied 0.02 MiB'],
+      host,
+    });
+    expect(text).toContain('256 MiB diff: pause      4.000      9.000');
+    expect(text).toMatch(/\nnote: the count guest dirtied 0.02 MiB\n$/);
   });
 });

@@ -2,6 +2,8 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { benchBoot, type BootBenchResult } from '../bench/boot.js';
+import { benchRestoreLinux } from '../bench/restore-linux.js';
+import { benchSnapshot, type SnapshotBenchResult, type TinySnapshotBench } from '../bench/snapshot.js';
 import { benchVmCreate, type BenchResult } from '../bench/vm-create.js';
 import { findGuestAssets, GUEST_CMDLINE } from '../guest/guest-assets.js';
 import { tinyGuestDir } from '../smol-dirs.js';
@@ -9,30 +11,49 @@ import { VM_LIMITS } from '../vmm/vm-options.js';
 import { parseFlags, parseIntegerFlag } from './args.js';
 import { CommandError, UsageError } from './errors.js';
 
-export const BENCHMARKS = ['vm-create', 'boot'] as const;
+export const BENCHMARKS = ['vm-create', 'boot', 'snapshot', 'restore', 'fork', 'fanout'] as const;
+const SNAPSHOT_BENCHMARKS = ['snapshot', 'restore', 'fork', 'fanout'] as const;
+/** Guest RAM sizes the snapshot benchmarks measure unless --memory names one. */
+export const SNAPSHOT_MEMORY_MIB = [256, 2048];
 export const DEFAULT_BENCH_GUEST = path.join(tinyGuestDir, 'hello.elf');
 export const DEFAULT_QEMU = 'qemu-system-x86_64';
 
 export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--kernel FILE]
        smol bench boot [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
                        [--cmdline STR] [--qemu FILE]
+       smol bench snapshot|restore|fork [--json] [--runs N] [--memory MiB]
+       smol bench restore --linux [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
+                       [--cmdline STR] [--qemu FILE]
+       smol bench fanout [--json] [--runs N] [--memory MiB] [--forks N]
 
 Benchmarks:
   vm-create   create → first serial byte of a printing tiny guest, and a create+kill cycle
   boot        the Linux guest from creating the VM to the "smol-guest: ready" line of its init,
               our VMM against QEMU microvm (same kernel, initramfs, command line, memory and
               vCPUs), runs interleaved; prints both and the ratio ours/QEMU
+  snapshot    checkpoint pause and write of the dirty guest: the first (full) checkpoint of a fresh
+              VM, and repeated (diff) checkpoints with 10 MiB written by the guest in between
+  restore     Vm.restore of an idle echo guest's snapshot until the restored guest echoes a byte;
+              with --linux: the built Linux guest, booted and idle at its shell, restored until the
+              shell answers a command, against QEMU microvm's restore (migrate to a file, -incoming),
+              runs interleaved
+  fork        fork(1) of an idle echo guest until the child echoes a byte
+  fanout      fork(N) of an idle echo guest until all N run and until all N echoed a byte, and host
+              memory per idle fork (MemAvailable before and 1 s after, and the forks' private pages)
 
 Options:
-  --runs N        measured runs per metric, 1 to 10000 (default 20 for vm-create, 10 for boot;
-                  one warm-up run each is not counted)
+  --runs N        measured runs per metric, 1 to 10000 (default 20 for vm-create, snapshot, restore
+                  and fork, 10 for boot, 5 for fanout; warm-up runs are not counted)
   --kernel FILE   vm-create: a guest that prints to COM1 (default ${path.relative(process.cwd(), DEFAULT_BENCH_GUEST)});
                   boot: a vmlinux with a PVH note (default: the one \`smol guest build\` built)
   --initrd FILE   boot: the initramfs (default: the built base initramfs)
   --cmdline STR   boot: kernel command line (default "${GUEST_CMDLINE}")
   --cpus N        boot: vCPUs (default ${VM_LIMITS.cpus.default})
-  --memory MiB    boot: guest RAM (default ${VM_LIMITS.memoryMiB.default})
+  --memory MiB    boot: guest RAM (default ${VM_LIMITS.memoryMiB.default}); snapshot, restore, fork, fanout:
+                  one size instead of both ${SNAPSHOT_MEMORY_MIB.join(' and ')}
+  --forks N       fanout: children in one fork call, 1 to 1024 (default 64)
   --qemu FILE     boot: QEMU to compare with (default ${DEFAULT_QEMU} on PATH)
+  --linux         restore: the Linux guest against QEMU (takes the boot benchmark's options)
   --json          print the results as JSON
   -h, --help      show this help
 
@@ -40,22 +61,27 @@ Prints the median (p50) and p90 of each metric. Absolute times mean something on
 KVM; under PVM or in the lab compare ratios. Exit status: 0 done, 1 the benchmark failed, 2 usage error.
 `;
 
+/** A Linux guest, ours against QEMU: `boot`, and `restore --linux`. */
+interface LinuxBenchArgs {
+  json: boolean;
+  runs: number;
+  kernel?: string;
+  initrd?: string;
+  cmdline: string;
+  cpus: number;
+  memoryMiB: number;
+  qemu: string;
+}
+
 export type BenchArgs =
   | { name: 'vm-create'; json: boolean; runs: number; kernel: string }
-  | {
-      name: 'boot';
-      json: boolean;
-      runs: number;
-      kernel?: string;
-      initrd?: string;
-      cmdline: string;
-      cpus: number;
-      memoryMiB: number;
-      qemu: string;
-    };
+  | (LinuxBenchArgs & { name: 'boot' })
+  | (LinuxBenchArgs & { name: 'restore-linux' })
+  | { name: TinySnapshotBench; json: boolean; runs: number; memoryMiB: number[]; forks?: number };
 
 const FLAGS = {
   json: { type: 'boolean', default: false },
+  linux: { type: 'boolean', default: false },
   runs: { type: 'string' },
   kernel: { type: 'string' },
   initrd: { type: 'string' },
@@ -63,10 +89,42 @@ const FLAGS = {
   cpus: { type: 'string' },
   memory: { type: 'string' },
   qemu: { type: 'string' },
+  forks: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
 const BOOT_ONLY = ['initrd', 'cmdline', 'cpus', 'memory', 'qemu'] as const;
+
+function parseSnapshotArgs(
+  name: TinySnapshotBench,
+  flags: Partial<Record<keyof typeof FLAGS, string | boolean>>,
+  runs: (fallback: number) => number,
+): BenchArgs {
+  const misplaced = (['kernel', 'initrd', 'cmdline', 'cpus', 'qemu'] as const).find((f) => flags[f] !== undefined);
+  if (misplaced) {
+    const linux = name === 'restore' ? ' (it is of restore --linux)' : '';
+    throw new UsageError('bench', `--${misplaced} is not an option of the ${name} benchmark${linux}`);
+  }
+  if (flags.forks !== undefined && name !== 'fanout') {
+    throw new UsageError('bench', '--forks is an option of the fanout benchmark only');
+  }
+  const memory = flags.memory as string | undefined;
+  const args: BenchArgs = {
+    name,
+    json: flags.json === true,
+    runs: runs(name === 'fanout' ? 5 : 20),
+    memoryMiB:
+      memory === undefined ? SNAPSHOT_MEMORY_MIB : [parseIntegerFlag('bench', '--memory', memory, VM_LIMITS.memoryMiB)],
+  };
+  if (name === 'fanout') {
+    args.forks = parseIntegerFlag('bench', '--forks', flags.forks as string | undefined, {
+      min: 1,
+      max: 1024,
+      default: 64,
+    });
+  }
+  return args;
+}
 
 export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   const [name, ...rest] = argv;
@@ -83,16 +141,22 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   }
   const runs = (fallback: number) =>
     parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 10_000, default: fallback });
+  if (flags.linux && name !== 'restore')
+    throw new UsageError('bench', '--linux is an option of the restore benchmark only');
+  if ((SNAPSHOT_BENCHMARKS as readonly string[]).includes(name) && !flags.linux) {
+    return parseSnapshotArgs(name as TinySnapshotBench, flags, runs);
+  }
+  if (flags.forks !== undefined) throw new UsageError('bench', '--forks is an option of the fanout benchmark only');
   if (name === 'vm-create') {
     const misplaced = BOOT_ONLY.find((flag) => flags[flag] !== undefined);
     if (misplaced) throw new UsageError('bench', `--${misplaced} is an option of the boot benchmark only`);
     return { name, json: flags.json, runs: runs(20), kernel: path.resolve(flags.kernel ?? DEFAULT_BENCH_GUEST) };
   }
   if ((flags.kernel === undefined) !== (flags.initrd === undefined)) {
-    throw new UsageError('bench', 'boot takes --kernel and --initrd together (or neither, for the built guest)');
+    throw new UsageError('bench', `${name} takes --kernel and --initrd together (or neither, for the built guest)`);
   }
-  const args: BenchArgs = {
-    name: 'boot',
+  const args: LinuxBenchArgs & { name: 'boot' | 'restore-linux' } = {
+    name: name === 'restore' ? 'restore-linux' : 'boot',
     json: flags.json,
     runs: runs(10),
     cmdline: flags.cmdline ?? GUEST_CMDLINE,
@@ -102,10 +166,10 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   };
   if (flags.kernel !== undefined) args.kernel = path.resolve(flags.kernel);
   if (flags.initrd !== undefined) args.initrd = path.resolve(flags.initrd);
-  return args;
+  return args as BenchArgs;
 }
 
-export function formatBenchResult(result: BenchResult | BootBenchResult): string {
+export function formatBenchResult(result: BenchResult | BootBenchResult | SnapshotBenchResult): string {
   const { kvm, inLab } = result.host;
   const where = `KVM ${kvm.implementation}${inLab ? ', in the lab' : ''}`;
   const width = Math.max('metric'.length, ...result.results.map((r) => r.metric.length));
@@ -121,10 +185,13 @@ export function formatBenchResult(result: BenchResult | BootBenchResult): string
       `${'ratio ours/qemu'.padEnd(width)}  ${result.ratio.p50.toFixed(3).padStart(9)}  ${result.ratio.p90.toFixed(3).padStart(9)}`,
     );
   }
+  if ('notes' in result) lines.push(...result.notes.map((note) => `note: ${note}`));
   return lines.join('\n') + '\n';
 }
 
-async function runBoot(args: Extract<BenchArgs, { name: 'boot' }>): Promise<BootBenchResult> {
+async function runBoot(
+  args: LinuxBenchArgs & { name: 'boot' | 'restore-linux' },
+): Promise<BootBenchResult | SnapshotBenchResult> {
   let { kernel, initrd } = args;
   if (kernel === undefined || initrd === undefined) {
     const built = findGuestAssets();
@@ -135,7 +202,9 @@ async function runBoot(args: Extract<BenchArgs, { name: 'boot' }>): Promise<Boot
     initrd = built.initramfs;
   }
   for (const file of [kernel, initrd]) if (!existsSync(file)) throw new CommandError(`${file} does not exist`);
-  return benchBoot({ ...args, kernel, initramfs: initrd }, (line) => process.stderr.write(`bench boot: ${line}\n`));
+  const progress = (line: string) => process.stderr.write(`bench ${args.name}: ${line}\n`);
+  const options = { ...args, kernel, initramfs: initrd };
+  return args.name === 'boot' ? benchBoot(options, progress) : benchRestoreLinux(options, progress);
 }
 
 export async function runBench(argv: string[]): Promise<number> {
@@ -144,9 +213,17 @@ export async function runBench(argv: string[]): Promise<number> {
     process.stdout.write(BENCH_HELP);
     return 0;
   }
-  let result: BenchResult | BootBenchResult;
-  if (args.name === 'boot') {
+  let result: BenchResult | BootBenchResult | SnapshotBenchResult;
+  if (args.name === 'boot' || args.name === 'restore-linux') {
     result = await runBoot(args);
+  } else if (args.name !== 'vm-create') {
+    const guestDir = path.dirname(DEFAULT_BENCH_GUEST);
+    if (!existsSync(path.join(guestDir, 'dirty.elf'))) {
+      throw new CommandError(`the tiny guests are not built in ${guestDir}: run make -C native guests`);
+    }
+    const { name, runs, memoryMiB, forks } = args;
+    const progress = (line: string) => process.stderr.write(`bench ${name}: ${line}\n`);
+    result = await benchSnapshot(name, { runs, memoryMiB, forks, guestDir, progress });
   } else {
     if (!existsSync(args.kernel)) {
       const fix = args.kernel === DEFAULT_BENCH_GUEST ? '; run make -C native guests' : '';
