@@ -54,10 +54,11 @@ struct vm {
 
 /* vm.c, for snapshot.c: the parts of creating a VM that a restore shares with a boot. */
 struct vm *vm_alloc(int nr_cpus, uint64_t console_limit, const struct vm_callbacks *cb, struct vm_error *err);
-int vm_kvm_setup(struct vm *vm, struct vm_error *err);
+/* KVM, guest RAM (fresh of mem_size bytes, or with a layer a private copy of it), the vCPUs and the devices. */
+int vm_build(struct vm *vm, uint64_t mem_size, struct mem_layer *layer, struct vm_error *err);
+int vm_check_console_limit(uint64_t limit, struct vm_error *err);
 int vm_memory_register(struct vm *vm, int log_dirty, struct vm_error *err);
 void vm_memory_unregister(struct vm *vm);
-int vm_devices_setup(struct vm *vm, struct vm_error *err);
 /*
  * Holds a running or paused VM for a checkpoint: marks it busy (outside pause and resume are refused) and parks
  * every vCPU. vm_release lets it go, resuming it when it was running.

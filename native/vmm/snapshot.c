@@ -1080,21 +1080,13 @@ int vm_restore(struct vm_snapshot *s, uint64_t console_limit, const struct vm_ca
 	struct vm *vm;
 	int ret;
 
-	if (console_limit && (console_limit < VM_MIN_CONSOLE_LIMIT || console_limit > VM_MAX_CONSOLE_LIMIT))
-		return vm_error_set(err, EINVAL, "console buffer must be between %d bytes and %u MiB (got %llu bytes)",
-				    VM_MIN_CONSOLE_LIMIT, VM_MAX_CONSOLE_LIMIT >> 20, (unsigned long long)console_limit);
+	ret = vm_check_console_limit(console_limit, err);
+	if (ret < 0)
+		return ret;
 	vm = vm_alloc((int)s->info.nr_cpus, console_limit, cb, err);
 	if (!vm)
 		return -1;
-	ret = vm_kvm_setup(vm, err);
-	if (!ret)
-		ret = guest_mem_init_layer(&vm->mem, s->layer, err);
-	if (!ret)
-		ret = vm_memory_register(vm, 1, err);
-	for (int i = 0; !ret && i < vm->nr_cpus; i++)
-		ret = vcpu_create(vm, i, 0, err);
-	if (!ret)
-		ret = vm_devices_setup(vm, err);
+	ret = vm_build(vm, 0, s->layer, err);
 	if (!ret)
 		ret = vm_state_restore(vm, s, err);
 	if (!ret)

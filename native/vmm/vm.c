@@ -108,7 +108,7 @@ void vm_memory_unregister(struct vm *vm)
 	}
 }
 
-int vm_devices_setup(struct vm *vm, struct vm_error *err)
+static int vm_devices_setup(struct vm *vm, struct vm_error *err)
 {
 	for (struct device_type *t = device_types(); t; t = t->next) {
 		struct device_instance *d;
@@ -141,9 +141,8 @@ static int config_check(const struct vm_config *cfg, struct vm_error *err)
 	    (cfg->mem_size & ((1 << 20) - 1)))
 		return vm_error_set(err, EINVAL, "memory must be a whole number of MiB between %d and %d (got %llu bytes)",
 				    VM_MIN_MEM_MIB, VM_MAX_MEM_MIB, (unsigned long long)cfg->mem_size);
-	if (cfg->console_limit && (cfg->console_limit < VM_MIN_CONSOLE_LIMIT || cfg->console_limit > VM_MAX_CONSOLE_LIMIT))
-		return vm_error_set(err, EINVAL, "console buffer must be between %d bytes and %u MiB (got %llu bytes)",
-				    VM_MIN_CONSOLE_LIMIT, VM_MAX_CONSOLE_LIMIT >> 20, (unsigned long long)cfg->console_limit);
+	if (vm_check_console_limit(cfg->console_limit, err) < 0)
+		return -err->code;
 	if (!cfg->kernel || !*cfg->kernel)
 		return vm_error_set(err, EINVAL, "no kernel given");
 	return 0;
@@ -197,11 +196,30 @@ struct vm *vm_alloc(int nr_cpus, uint64_t console_limit, const struct vm_callbac
 	return vm;
 }
 
-int vm_kvm_setup(struct vm *vm, struct vm_error *err)
+int vm_build(struct vm *vm, uint64_t mem_size, struct mem_layer *layer, struct vm_error *err)
 {
+	int boot = layer == NULL;
 	int ret = kvm_open(vm, err);
 
-	return ret < 0 ? ret : kvm_platform_setup(vm, err);
+	if (!ret)
+		ret = kvm_platform_setup(vm, err);
+	if (!ret)
+		ret = boot ? guest_mem_init(&vm->mem, mem_size, err) : guest_mem_init_layer(&vm->mem, layer, err);
+	if (!ret)
+		ret = vm_memory_register(vm, !boot, err);	/* a restored VM's next checkpoint is a diff */
+	for (int i = 0; !ret && i < vm->nr_cpus; i++)
+		ret = vcpu_create(vm, i, boot, err);
+	if (!ret)
+		ret = vm_devices_setup(vm, err);
+	return ret;
+}
+
+int vm_check_console_limit(uint64_t limit, struct vm_error *err)
+{
+	if (limit && (limit < VM_MIN_CONSOLE_LIMIT || limit > VM_MAX_CONSOLE_LIMIT))
+		return vm_error_set(err, EINVAL, "console buffer must be between %d bytes and %u MiB (got %llu bytes)",
+				    VM_MIN_CONSOLE_LIMIT, VM_MAX_CONSOLE_LIMIT >> 20, (unsigned long long)limit);
+	return 0;
 }
 
 int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct vm **out, struct vm_error *err)
@@ -214,15 +232,7 @@ int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct
 	vm = vm_alloc(cfg->nr_cpus, cfg->console_limit, cb, err);
 	if (!vm)
 		return -1;
-	ret = vm_kvm_setup(vm, err);
-	if (!ret)
-		ret = guest_mem_init(&vm->mem, cfg->mem_size, err);
-	if (!ret)
-		ret = vm_memory_register(vm, 0, err);
-	for (int i = 0; !ret && i < cfg->nr_cpus; i++)
-		ret = vcpu_create(vm, i, 1, err);
-	if (!ret)
-		ret = vm_devices_setup(vm, err);
+	ret = vm_build(vm, cfg->mem_size, NULL, err);
 	if (!ret)
 		ret = boot_load(vm, cfg, err);
 	if (ret < 0) {
