@@ -244,9 +244,11 @@ describe('untrusted snapshots', () => {
   it('refuses a diff whose parent is missing or was replaced', async () => {
     const child = copy(diff);
     const parentName = path.basename(full);
-    // The copy's parent link is relative (../snap-N), so it resolves to the original full snapshot: intact.
-    const ok = await Vm.restore(child);
-    await ok.kill();
+    // The copy's parent link is relative (../snap-N), so it resolves to the original full snapshot: intact. (It runs
+    // before it is killed: killing VMs straight after creating them is what freezes the lab, docs/lab.md.)
+    const ok = await restore(child);
+    await ok.waitFor(/count=\d+\n/);
+    await ok.vm.kill();
     const moved = path.join(work, `${parentName}-moved`);
     renameSync(full, moved);
     try {
