@@ -154,6 +154,16 @@ size_t console_in_take(struct console *con, uint8_t *out, size_t len)
 	return n;
 }
 
+size_t console_in_pending(struct console *con)
+{
+	size_t n;
+
+	pthread_mutex_lock(&con->lock);
+	n = con->in.len;
+	pthread_mutex_unlock(&con->lock);
+	return n;
+}
+
 size_t console_in_peek(struct console *con, uint8_t *out, size_t len)
 {
 	size_t n;

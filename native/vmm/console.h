@@ -55,6 +55,7 @@ void console_close(struct console *con);
 
 size_t console_in_write(struct console *con, const uint8_t *data, size_t len);
 size_t console_in_take(struct console *con, uint8_t *out, size_t len);
+size_t console_in_pending(struct console *con);
 /* Copies queued input without taking it (a snapshot saves it). */
 size_t console_in_peek(struct console *con, uint8_t *out, size_t len);
 

@@ -146,6 +146,34 @@ static int xsave_size(struct vm *vm)
 	return size > (int)sizeof(struct kvm_xsave) ? size : (int)sizeof(struct kvm_xsave);
 }
 
+/*
+ * CPUID and MSR lists: KVM's struct kvm_cpuid2 and struct kvm_msrs are both a u32 count, 4 bytes of padding and the
+ * entries; their sections are the count and the entries.
+ */
+static void put_counted(struct snap_writer *w, uint32_t kind, uint32_t index, uint32_t count, const void *entries,
+			size_t entry_size)
+{
+	size_t at = snap_begin(w, kind, index);
+
+	snap_append(w, &count, 4);
+	snap_append(w, entries, count * entry_size);
+	snap_end(w, at);
+}
+
+/* The KVM structure for a counted section (snap_validate checked its size); free it. */
+static void *get_counted(const struct snap_section *sec, size_t entry_size, uint32_t *count)
+{
+	uint8_t *buf;
+
+	memcpy(count, sec->data, 4);
+	buf = calloc(1, 8 + *count * entry_size);
+	if (buf) {
+		memcpy(buf, count, 4);
+		memcpy(buf + 8, sec->data + 4, *count * entry_size);
+	}
+	return buf;
+}
+
 static int vcpu_save(struct vcpu *cpu, struct snap_writer *w, struct vm_error *err)
 {
 	struct kvm_mp_state mp;
@@ -161,7 +189,6 @@ static int vcpu_save(struct vcpu *cpu, struct snap_writer *w, struct vm_error *e
 	uint32_t nr_list, id = (uint32_t)cpu->id, lvtt;
 	int xsize = xsave_size(cpu->vm), ret;
 	void *xsave = calloc(1, (size_t)xsize);
-	size_t at;
 
 	if (!xsave)
 		return vm_error_set(err, ENOMEM, "out of memory for XSAVE state");
@@ -230,10 +257,7 @@ static int vcpu_save(struct vcpu *cpu, struct snap_writer *w, struct vm_error *e
 				if (msrs->entries[i].index == MSR_IA32_TSC_DEADLINE && msrs->entries[i].data == 0)
 					msrs->entries[i].data = tsc;
 		}
-		at = snap_begin(w, SNAP_CPUID, id);
-		snap_append(w, &cpuid->nent, 4);
-		snap_append(w, cpuid->entries, cpuid->nent * sizeof(struct kvm_cpuid_entry2));
-		snap_end(w, at);
+		put_counted(w, SNAP_CPUID, id, cpuid->nent, cpuid->entries, sizeof(struct kvm_cpuid_entry2));
 		snap_put(w, SNAP_MP_STATE, id, &mp, sizeof(mp));
 		snap_put(w, SNAP_REGS, id, &regs, sizeof(regs));
 		snap_put(w, SNAP_SREGS, id, &sregs, sizeof(sregs));
@@ -241,10 +265,7 @@ static int vcpu_save(struct vcpu *cpu, struct snap_writer *w, struct vm_error *e
 		snap_put(w, SNAP_XCRS, id, &xcrs, sizeof(xcrs));
 		snap_put(w, SNAP_DEBUGREGS, id, &dregs, sizeof(dregs));
 		snap_put(w, SNAP_LAPIC, id, &lapic, sizeof(lapic));
-		at = snap_begin(w, SNAP_MSRS, id);
-		snap_append(w, &msrs->nmsrs, 4);
-		snap_append(w, msrs->entries, msrs->nmsrs * sizeof(struct kvm_msr_entry));
-		snap_end(w, at);
+		put_counted(w, SNAP_MSRS, id, msrs->nmsrs, msrs->entries, sizeof(struct kvm_msr_entry));
 		snap_put(w, SNAP_VCPU_EVENTS, id, &events, sizeof(events));
 	}
 	free(xsave);
@@ -305,10 +326,12 @@ static int vm_state_save(struct vm *vm, struct snap_writer *w, struct vm_error *
 			return vm_error_set(err, -ret, "cannot save the state of the %s", d->type->name);
 		snap_end(w, at);
 	}
-	input = malloc(SNAP_MAX_CONSOLE_INPUT);
+	/* The vCPUs are parked, so nothing takes input meanwhile; the host may add some, which waits for later. */
+	n_input = console_in_pending(&vm->console);
+	input = malloc(n_input ? n_input : 1);
 	if (!input)
 		return vm_error_set(err, ENOMEM, "out of memory saving console input");
-	n_input = console_in_peek(&vm->console, input, SNAP_MAX_CONSOLE_INPUT);
+	n_input = console_in_peek(&vm->console, input, n_input);
 	snap_put(w, SNAP_CONSOLE_INPUT, 0, input, n_input);
 	free(input);
 	return 0;
@@ -948,13 +971,9 @@ static int vcpu_restore(struct vcpu *cpu, const struct vm_snapshot *s, uint64_t 
 		if (khz > 0 && ((uint64_t)khz > tsc_khz + tsc_khz / 4000 || (uint64_t)khz + tsc_khz / 4000 < tsc_khz))
 			ioctl(cpu->fd, KVM_SET_TSC_KHZ, (unsigned long)tsc_khz);
 	}
-	sec = section(s, SNAP_CPUID, id);
-	memcpy(&count, sec->data, 4);
-	buf = calloc(1, sizeof(struct kvm_cpuid2) + count * sizeof(struct kvm_cpuid_entry2));
+	buf = get_counted(section(s, SNAP_CPUID, id), sizeof(struct kvm_cpuid_entry2), &count);
 	if (!buf)
 		return vm_error_set(err, ENOMEM, "out of memory for CPUID");
-	((struct kvm_cpuid2 *)buf)->nent = count;
-	memcpy(((struct kvm_cpuid2 *)buf)->entries, sec->data + 4, count * sizeof(struct kvm_cpuid_entry2));
 	ret = set(cpu->fd, KVM_SET_CPUID2, buf, "KVM_SET_CPUID2", cpu->id, err);
 	free(buf);
 	if (!ret)
@@ -982,13 +1001,9 @@ static int vcpu_restore(struct vcpu *cpu, const struct vm_snapshot *s, uint64_t 
 	if (!ret)
 		ret = set(cpu->fd, KVM_SET_LAPIC, section(s, SNAP_LAPIC, id)->data, "KVM_SET_LAPIC", cpu->id, err);
 	if (!ret) {
-		sec = section(s, SNAP_MSRS, id);
-		memcpy(&count, sec->data, 4);
-		buf = calloc(1, sizeof(struct kvm_msrs) + count * sizeof(struct kvm_msr_entry));
+		buf = get_counted(section(s, SNAP_MSRS, id), sizeof(struct kvm_msr_entry), &count);
 		if (!buf)
 			return vm_error_set(err, ENOMEM, "out of memory for MSRs");
-		((struct kvm_msrs *)buf)->nmsrs = count;
-		memcpy(((struct kvm_msrs *)buf)->entries, sec->data + 4, count * sizeof(struct kvm_msr_entry));
 		n = ioctl(cpu->fd, KVM_SET_MSRS, buf);
 		if (n != (int)count)
 			ret = vm_error_set(err, n < 0 ? errno : EINVAL, "restoring vCPU %d: KVM refused MSR 0x%x%s%s",
