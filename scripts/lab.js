@@ -20,14 +20,14 @@ const USAGE = `usage: npm run lab -- [options] <command> [args...]
 options:
   --timeout SECONDS  stop the lab after this long (default 1800)
   --memory MiB       lab VM memory (default 4096)
-  --cpus N           lab VM vCPUs (default 2)
+  --cpus N           lab VM vCPUs (default 1: with 2 the lab kernel freezes or panics under VM churn, docs/lab.md)
   --verbose          show the lab's serial console (boot noise) on stderr`;
 
 const OPTIONS = { '--timeout': 'timeoutSeconds', '--memory': 'memory', '--cpus': 'cpus' };
 
 /** Options come first; the first argument that is not one (or everything after `--`) is the command. */
 export function parseArgs(args) {
-  const options = { timeoutSeconds: 1800, memory: 4096, cpus: 2, verbose: false, argv: [] };
+  const options = { timeoutSeconds: 1800, memory: 4096, cpus: 1, verbose: false, argv: [] };
   for (let i = 0; i < args.length; i++) {
     const [flag, inline] = args[i].split(/=(.*)/s);
     if (args[i] === '--') return { ...options, argv: args.slice(i + 1) };
