@@ -386,3 +386,19 @@ TEST(irq_hook_is_called_only_when_the_level_changes)
 	CHECK(h.nirq == 3 && h.irq_log[0] == 1 && h.irq_log[1] == 0 && h.irq_log[2] == 1);
 	uart_exit(&u);
 }
+
+TEST(describe_names_the_registers_and_the_pending_interrupt)
+{
+	struct fake_host h;
+	struct uart u;
+	char line[256];
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_MCR, UART_MCR_OUT2);
+	uart_write(&u, UART_IER, UART_IER_RDI);
+	host_types(&u, &h, "q", 1);
+	uart_describe(&u, line, sizeof(line));
+	CHECK_STR_CONTAINS(line, "IER=01 IIR=04 LCR=00 MCR=08 FCR=00 LSR-errors=00 rx_len=1 thri_pending=0 irq_level=1");
+	CHECK(strlen(line) == strlen("IER=01 IIR=04 LCR=00 MCR=08 FCR=00 LSR-errors=00 rx_len=1 thri_pending=0 irq_level=1"));
+	uart_exit(&u);
+}

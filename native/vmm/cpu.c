@@ -353,7 +353,7 @@ void *vcpu_thread(void *arg)
 	struct vcpu *cpu = arg;
 	struct vm *vm = cpu->vm;
 	sigset_t set;
-	int last;
+	int last, ret;
 
 	sigemptyset(&set);
 	sigaddset(&set, VCPU_KICK_SIGNAL);
@@ -365,7 +365,12 @@ void *vcpu_thread(void *arg)
 		if (vcpu_wait_runnable(cpu))
 			break;
 		cpu->io_pending = 0;	/* KVM_RUN completes it first, whatever it returns */
-		if (ioctl(cpu->fd, KVM_RUN, 0) < 0) {
+		__atomic_store_n(&cpu->in_run, 1, __ATOMIC_RELAXED);
+		ret = ioctl(cpu->fd, KVM_RUN, 0);
+		__atomic_store_n(&cpu->in_run, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&cpu->last_exit, ret < 0 ? -errno : (int)cpu->run->exit_reason, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&cpu->nr_runs, 1, __ATOMIC_RELAXED);
+		if (ret < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;
 			vm_end(vm, VM_EXIT_ERROR, 0, "KVM_RUN failed on vCPU %d: %s", cpu->id, strerror(errno));

@@ -4,6 +4,8 @@
 
 #include <linux/kvm.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "console.h"
 #include "guest_mem.h"
@@ -22,6 +24,10 @@ struct vcpu {
 	int running;		/* under vm->lock: the thread has not finished yet (safe to signal) */
 	int parked;
 	int io_pending;		/* vCPU thread only: an I/O exit was handled and KVM_RUN has not completed it yet */
+	/* For SMOL_DEBUG_DUMP (vm_debug_dump): written by the vCPU thread, read racily by the dumper. */
+	int in_run;		/* inside KVM_RUN */
+	int last_exit;		/* the last KVM_RUN's exit reason, or -errno */
+	uint64_t nr_runs;
 };
 
 struct device_instance {
@@ -50,6 +56,7 @@ struct vm {
 	int busy;		/* a checkpoint holds the VM: pause and resume from outside are refused */
 	int dirty_log;		/* the memory slots log dirty pages */
 	struct vm_exit exit;
+	struct vm *debug_next;	/* SMOL_DEBUG_DUMP's list of live VMs */
 };
 
 /* vm.c, for snapshot.c: the parts of creating a VM that a restore shares with a boot. */
@@ -70,6 +77,14 @@ void vm_release(struct vm *vm, int was_running);
 void vm_end(struct vm *vm, enum vm_exit_reason reason, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 int vm_irq_line(struct vm *vm, unsigned irq, int level);
+
+/*
+ * Debugging (SMOL_DEBUG_DUMP=1 or =FILE): SIGUSR1 prints every live VM's vCPUs, interrupt controllers and UART to
+ * stderr or FILE. vm_debug_register and _unregister are called by vm_alloc and vm_destroy.
+ */
+void vm_debug_register(struct vm *vm);
+void vm_debug_unregister(struct vm *vm);
+void vm_debug_dump(struct vm *vm, FILE *out);
 
 /* cpu.c */
 /* boot: set CPUID, MSRs, FPU and LAPIC for a first boot; a restore sets them from the snapshot instead. */

@@ -1,5 +1,6 @@
 #include "uart.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static unsigned rx_capacity(const struct uart *u)
@@ -270,5 +271,14 @@ void uart_resync_irq(struct uart *u)
 	u->irq_level = iir_value(u) != UART_IIR_NO_INT;
 	if (u->hooks.set_irq)
 		u->hooks.set_irq(u->hooks.opaque, u->irq_level);
+	pthread_mutex_unlock(&u->lock);
+}
+
+void uart_describe(struct uart *u, char *buf, size_t size)
+{
+	pthread_mutex_lock(&u->lock);
+	snprintf(buf, size, "IER=%02x IIR=%02x LCR=%02x MCR=%02x FCR=%02x LSR-errors=%02x rx_len=%u thri_pending=%d "
+		 "irq_level=%d", u->ier, iir_value(u), u->lcr, u->mcr, u->fcr, u->lsr_errors, u->rx_len, u->thri_pending,
+		 u->irq_level);
 	pthread_mutex_unlock(&u->lock);
 }

@@ -81,5 +81,7 @@ void uart_input_ready(struct uart *u);
 size_t uart_save(struct uart *u, uint8_t out[UART_STATE_MAX]);
 const char *uart_load(struct uart *u, const uint8_t *data, size_t len);
 void uart_resync_irq(struct uart *u);
+/* One line describing the registers and the interrupt, for debugging. */
+void uart_describe(struct uart *u, char *buf, size_t size);
 
 #endif

@@ -193,6 +193,7 @@ struct vm *vm_alloc(int nr_cpus, uint64_t console_limit, const struct vm_callbac
 	}
 	for (int i = 0; i < nr_cpus; i++)
 		vm->cpus[i].fd = -1;
+	vm_debug_register(vm);
 	return vm;
 }
 
@@ -439,6 +440,7 @@ void vm_destroy(struct vm *vm)
 {
 	if (!vm)
 		return;
+	vm_debug_unregister(vm);
 	vm->cb.on_exit = NULL;
 	vm->console.on_output = NULL;
 	vm_kill(vm);

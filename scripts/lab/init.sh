@@ -60,6 +60,8 @@ find_port() { # virtio-serial port name -> /dev node (ports appear shortly after
 
 load_modules
 mount_filesystems
+# Loopback only (no network leaves the lab): servers the tests start on 127.0.0.1 must be reachable.
+ip link set lo up || fail network "cannot bring up the loopback interface"
 OUT=$(find_port smol.stdout)
 ERR=$(find_port smol.stderr)
 exec 3>"$OUT" 4>"$ERR"

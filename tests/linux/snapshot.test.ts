@@ -7,10 +7,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Vm, type CheckpointInfo } from '../../electron/vmm/vm.js';
+import { debugDump, enableDebugDump, labFaultDiagnosis } from '../vmm/debug-dump.js';
 import { attachLinux, bootLinux, type LinuxGuest } from './linux-guest.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'smol-linux-snapshot-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
+const inLab = process.env.SMOL_IN_LAB === '1';
+// Inside the lab, a VM that stops answering is dumped (vCPUs, LAPICs, IOAPIC, UART) before it is retried.
+if (inLab) enableDebugDump(path.join(work, 'vmm-debug-dump.txt'));
 
 const HOOK_MS = 600_000;
 const TEST_MS = 240_000;
@@ -32,12 +36,36 @@ async function boot(options: { cpus?: number } = {}): Promise<LinuxGuest> {
   try {
     return await bootLinux(options);
   } catch (error) {
-    if (process.env.SMOL_IN_LAB !== '1') throw error;
-    const message = error instanceof Error ? error.message : String(error);
+    if (!inLab) throw error;
     console.warn(
-      `snapshot.test.ts: a Linux boot failed, booting once more; the first attempt said:\n${message.slice(-3000)}`,
+      `snapshot.test.ts: a Linux boot failed, booting once more; the first attempt said:\n${message(error).slice(-3000)}`,
     );
     return await bootLinux(options);
+  }
+}
+
+const message = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
+/**
+ * Runs `attempt`: a whole sequence from a boot to the guests a describe tests, ending when they answer. Inside the
+ * lab only, a first attempt that fails is retried once from the start: the lab's emulated SVM now and then
+ * hands a vCPU of a running guest the lab kernel's own registers, and that guest never answers again (docs/lab.md,
+ * "Known problems"). The first failure is printed loudly with the VMM's dump of every live VM and what it shows.
+ * `cleanup` kills what the failed attempt left running.
+ */
+async function labRetried<T>(what: string, attempt: () => Promise<T>, cleanup: () => Promise<void>): Promise<T> {
+  try {
+    return await attempt();
+  } catch (error) {
+    if (!inLab) throw error;
+    const dump = await debugDump();
+    const diagnosis = labFaultDiagnosis(dump, 256 << 20) || 'the dump does not show the known lab fault';
+    console.warn(
+      `snapshot.test.ts: ${what} failed inside the lab; trying the whole sequence once more.\n` +
+        `First attempt: ${message(error).slice(-3000)}\nDiagnosis: ${diagnosis}\nVMM debug dump:\n${dump}`,
+    );
+    await cleanup();
+    return await attempt();
   }
 }
 
@@ -102,6 +130,10 @@ describe('a 2-vCPU Linux guest checkpointed, killed and restored', () => {
     .digest('hex');
 
   beforeAll(async () => {
+    await labRetried('checkpoint, kill and restore of a 2-vCPU guest', checkpointKillRestore, killAll);
+  }, 2 * HOOK_MS);
+
+  async function checkpointKillRestore(): Promise<void> {
     const original = await boot({ cpus: 2 });
     vms.push(original.vm);
     await original.run('mkdir -p /root && head -c 1048576 /dev/urandom > /root/a && seq 1 100000 > /root/seq');
@@ -112,7 +144,7 @@ describe('a 2-vCPU Linux guest checkpointed, killed and restored', () => {
     tickBefore = await startTicker(original);
     hostBefore = Date.now();
     uptimeBefore = await uptime(original);
-    info = await original.vm.checkpoint(path.join(work, 'restore'));
+    info = await original.vm.checkpoint(path.join(work, `restore-${vms.length}`));
     expect(original.vm.state).toBe('running'); // a checkpoint does not stop a running VM
     await original.vm.kill();
 
@@ -120,7 +152,9 @@ describe('a 2-vCPU Linux guest checkpointed, killed and restored', () => {
     vms.push(vm);
     restored = attachLinux(vm);
     vm.start();
-  }, HOOK_MS);
+    // The restored guest answers. (In CI once, inside the lab, it never did: see labRetried.)
+    expect(await restored.run('echo restored-$((6 * 7))', 120_000)).toBe('restored-42\n');
+  }
 
   it(
     'the guest clock continues from the checkpoint: no jump back, no jump forward',
@@ -207,6 +241,10 @@ describe('a running Linux guest forked in two', () => {
   let bigSum = '';
 
   beforeAll(async () => {
+    await labRetried('a boot and fork in two', bootAndFork, killAll);
+  }, 2 * HOOK_MS);
+
+  async function bootAndFork(): Promise<void> {
     parent = await boot();
     vms.push(parent.vm);
     // The premise of the entropy test: the kernel's RNG is initialized before the fork (this blocks until it is).
@@ -220,7 +258,10 @@ describe('a running Linux guest forked in two', () => {
     vms.push(...children);
     // Right away: the children are already running and their console output must not be missed.
     forks = children.map((child) => attachLinux(child));
-  }, HOOK_MS);
+    // Every fork answers (see labRetried).
+    for (const [i, fork] of forks.entries())
+      expect(await fork.run(`echo fork-$((${i} + 1))`, 120_000)).toBe(`fork-${i + 1}\n`);
+  }
 
   it(
     'two forks draw different random numbers (the guest reseeds through VMGENID)',
