@@ -1,0 +1,170 @@
+// A client of the engine's API (docs/engine.md, "API"), over the data dir's Unix socket or a TCP listener with its
+// token: what the CLI and the SDK speak through. An error the engine answers becomes an ApiClientError with its
+// HTTP status; a connection that fails (no engine) rejects with the socket's own error.
+import http from 'node:http';
+import WebSocket, { type RawData } from 'ws';
+import { API_PREFIX, type EngineEvent } from './schema.js';
+
+export type ApiTarget = { socketPath: string } | { url: string; token: string };
+
+export class ApiClientError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ApiClientError';
+  }
+}
+
+export interface ConsoleHandlers {
+  /** The current screen (xterm escape sequences): first, and again after this viewer fell behind ('resync'). */
+  onScreen?(serialized: string, reason: 'attach' | 'resync'): void;
+  /** Console output, in order. */
+  onData(data: Buffer): void;
+  /** The console ended (the VM stopped, the engine went away, or it was refused); not called after close(). */
+  onClose?(why: string): void;
+}
+
+export interface EventHandlers {
+  /** The stream is subscribed: every event from now on arrives. */
+  onOpen?(): void;
+  /** The stream ended or was refused; not called after close(). */
+  onClose?(why: string): void;
+}
+
+const toBuffer = (data: RawData) =>
+  Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
+
+/** The message of an error body `{ error: { code, message } }`, else the text itself or the status's name. */
+function errorMessage(status: number, text: string): string {
+  try {
+    const message = (JSON.parse(text) as { error?: { message?: unknown } }).error?.message;
+    if (typeof message === 'string') return message;
+  } catch {
+    // not JSON: said below
+  }
+  return text.trim() || `${status} ${http.STATUS_CODES[status] ?? ''}`.trim();
+}
+
+export class ApiClient {
+  /** Keeps connections open between requests; an idle one is dropped before the server's 5 s keep-alive would. */
+  readonly #agent = new http.Agent({ keepAlive: true, timeout: 4000 });
+  readonly #streams = new Set<WebSocket>();
+
+  constructor(readonly target: ApiTarget) {}
+
+  /** Ends this client's idle connections and open streams (a process need not call it to exit). */
+  close(): void {
+    for (const ws of this.#streams) ws.close();
+    this.#agent.destroy();
+  }
+
+  /** One request; resolves with the parsed JSON (a string for other types, undefined when there is no body). */
+  request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const headers: http.OutgoingHttpHeaders = { accept: 'application/json' };
+    if (payload !== undefined) {
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = Buffer.byteLength(payload);
+    }
+    return new Promise<T>((resolve, reject) => {
+      const answered = (res: http.IncomingMessage) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('error', reject);
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          const status = res.statusCode ?? 0;
+          if (status >= 400) return reject(new ApiClientError(status, errorMessage(status, text)));
+          const json = /[/+]json\b/.test(res.headers['content-type'] ?? '');
+          try {
+            resolve((text === '' ? undefined : json ? JSON.parse(text) : text) as T);
+          } catch (error) {
+            reject(new ApiClientError(status, `the engine answered malformed JSON: ${(error as Error).message}`));
+          }
+        });
+      };
+      const req =
+        'socketPath' in this.target
+          ? http.request({ socketPath: this.target.socketPath, path, method, headers, agent: this.#agent }, answered)
+          : http.request(
+              new URL(path, this.target.url),
+              { method, headers: { ...headers, authorization: `Bearer ${this.target.token}` }, agent: this.#agent },
+              answered,
+            );
+      req.on('error', reject);
+      req.end(payload);
+    });
+  }
+
+  /** Every engine event from now on, in order. */
+  events(onEvent: (event: EngineEvent) => void, handlers: EventHandlers = {}): { close(): void } {
+    const ws = this.#webSocket(`${API_PREFIX}/events`);
+    const stream = this.#ending(ws, handlers.onClose);
+    ws.on('open', () => handlers.onOpen?.());
+    ws.on('message', (data, isBinary) => {
+      if (!isBinary) onEvent(JSON.parse(toBuffer(data).toString('utf8')) as EngineEvent);
+    });
+    return { close: stream.close };
+  }
+
+  /** A VM's live console: its screen first, then output as it comes; `write` types into it. */
+  console(vmRef: string, handlers: ConsoleHandlers): { write(data: string | Buffer): void; close(): void } {
+    const ws = this.#webSocket(`${API_PREFIX}/vms/${encodeURIComponent(vmRef)}/console`);
+    const stream = this.#ending(ws, handlers.onClose);
+    const pending: (string | Buffer)[] = [];
+    ws.on('open', () => pending.splice(0).forEach((data) => ws.send(data)));
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return handlers.onData(toBuffer(data));
+      const message = JSON.parse(toBuffer(data).toString('utf8')) as { type: string; data?: string; reason?: string };
+      if (message.type === 'screen') handlers.onScreen?.(message.data ?? '', message.reason as 'attach' | 'resync');
+      else if (message.type === 'closed') stream.end(message.reason ?? 'closed');
+    });
+    return {
+      write: (data) => {
+        if (ws.readyState === WebSocket.CONNECTING) pending.push(data);
+        else if (ws.readyState === WebSocket.OPEN) ws.send(data);
+      },
+      close: stream.close,
+    };
+  }
+
+  #webSocket(path: string): WebSocket {
+    if ('socketPath' in this.target) return new WebSocket(`ws+unix:${this.target.socketPath}:${path}`);
+    const url = new URL(path, this.target.url);
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    return new WebSocket(url, { headers: { authorization: `Bearer ${this.target.token}` } });
+  }
+
+  /** Reports the first reason a WebSocket ended (a refusal's own message too) once, unless we closed it. */
+  #ending(ws: WebSocket, onClose?: (why: string) => void) {
+    let done = false;
+    this.#streams.add(ws);
+    const end = (why: string) => {
+      if (done) return;
+      done = true;
+      onClose?.(why);
+      ws.close();
+    };
+    ws.on('close', () => this.#streams.delete(ws));
+    ws.on('unexpected-response', (req, res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => {
+        const status = res.statusCode ?? 0;
+        end(`refused (${status}): ${errorMessage(status, Buffer.concat(chunks).toString('utf8'))}`);
+        req.destroy();
+      });
+    });
+    ws.on('error', (error) => end(error.message));
+    ws.on('close', (code, reason) => end(reason.toString('utf8') || `the connection closed (${code})`));
+    return {
+      end,
+      close: () => {
+        done = true;
+        ws.close();
+      },
+    };
+  }
+}

@@ -1,0 +1,90 @@
+// What the engine offers its transports (HTTP and WebSocket now, Electron IPC later): every call the API has, with
+// the schema's types. The server maps routes onto these; the engine implements them. Errors are ApiFailure.
+import type {
+  CheckpointRequest,
+  CreateEpisodeRequest,
+  CreateEpisodeResponse,
+  EngineEvent,
+  Episode,
+  ForkResponse,
+  GcResult,
+  Health,
+  ListenRequest,
+  Listener,
+  Logs,
+  MemoryStats,
+  RestoreResponse,
+  Screen,
+  Snapshot,
+  UpdateSnapshotRequest,
+  Vm,
+} from './schema.js';
+
+/** An error with the HTTP status it maps to: 400 bad request, 404 unknown, 409 wrong state, 500 the engine's fault. */
+export class ApiFailure extends Error {
+  constructor(
+    readonly status: 400 | 401 | 403 | 404 | 409 | 500 | 503,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ApiFailure';
+  }
+}
+
+/** One viewer of a VM's console (docs/engine.md, "Consoles"). */
+export interface ConsoleViewer {
+  /** The current screen, serialized (xterm escape sequences): sent first, and again after the viewer fell behind. */
+  screen(serialized: string, reason: 'attach' | 'resync'): void;
+  /** Guest output, in order. */
+  output(chunk: Buffer): void;
+  /** How many bytes this viewer has not yet passed on (for example a WebSocket's bufferedAmount). */
+  backlog(): number;
+  /** The VM ended or went away; no more calls follow. */
+  closed(reason: string): void;
+}
+
+export interface ConsoleAttachment {
+  write(data: Buffer | string): void;
+  detach(): void;
+}
+
+export interface EngineApi {
+  health(): Health;
+  listEpisodes(): Episode[];
+  getEpisode(ref: string): Episode;
+  createEpisode(request: CreateEpisodeRequest): Promise<CreateEpisodeResponse>;
+  /** Kills every VM of the episode and deletes it with its snapshots; without force, refuses while a VM runs. */
+  deleteEpisode(ref: string, force: boolean): Promise<void>;
+  listVms(): Vm[];
+  getVm(ref: string): Vm;
+  checkpoint(vmRef: string, request: CheckpointRequest): Promise<Snapshot>;
+  forkVm(vmRef: string, count: number): Promise<ForkResponse>;
+  forkSnapshot(snapshotRef: string, count: number): Promise<ForkResponse>;
+  restore(vmRef: string, snapshotRef: string): Promise<RestoreResponse>;
+  stop(vmRef: string): Promise<Vm>;
+  start(vmRef: string): Promise<Vm>;
+  pause(vmRef: string): Promise<Vm>;
+  resume(vmRef: string): Promise<Vm>;
+  reset(vmRef: string): Promise<Vm>;
+  removeVm(vmRef: string, force: boolean): Promise<void>;
+  memoryStats(vmRef: string): Promise<MemoryStats>;
+  logs(vmRef: string, tailLines?: number): Logs;
+  screen(vmRef: string): Screen;
+  /** The asciicast v2 recording (newline-delimited JSON). */
+  recording(vmRef: string): string;
+  writeConsole(vmRef: string, data: string): void;
+  attachConsole(vmRef: string, viewer: ConsoleViewer): ConsoleAttachment;
+  listSnapshots(episodeRef: string): Snapshot[];
+  getSnapshot(ref: string): Snapshot;
+  updateSnapshot(ref: string, request: UpdateSnapshotRequest): Promise<Snapshot>;
+  deleteSnapshot(ref: string): Promise<void>;
+  gc(): Promise<GcResult>;
+  /** Every event from now on, in order; returns the unsubscribe. */
+  subscribe(listener: (event: EngineEvent) => void): () => void;
+  /** Opens a TCP listener protected by a new random token (`smol serve`). */
+  listen(request: ListenRequest): Promise<Listener>;
+  /** Closes the TCP listener on `port`. */
+  unlisten(port: number): Promise<void>;
+  /** Suspends every running VM and ends the engine process. */
+  shutdown(): Promise<void>;
+}

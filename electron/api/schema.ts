@@ -1,0 +1,232 @@
+// The one API (docs/engine.md, "API"): every request, response and event the engine speaks, as zod schemas. The
+// TypeScript types below are inferred from them, the OpenAPI document is generated from them (openapi.ts), and the
+// HTTP server and the clients validate against them.
+import { z } from 'zod';
+
+export const API_PREFIX = '/api/v1';
+
+const id = (prefix: string) =>
+  z
+    .string()
+    .regex(new RegExp(`^${prefix}-[a-z2-7]{10}$`), `an id that starts with ${prefix}-`)
+    .describe(`an id such as ${prefix}-abcdefgh23`);
+
+export const EpisodeId = id('ep');
+export const VmId = id('vm');
+export const SnapshotId = id('sn');
+/** What commands accept: an id, a unique prefix of one, or a name. */
+export const Ref = z.string().min(1).max(200).describe('an id, a unique prefix of an id, or a name');
+const Name = z
+  .string()
+  .min(1)
+  .max(100)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'letters, digits, ".", "_" and "-", starting with a letter or digit');
+const Note = z.string().max(10_000);
+const Time = z.string().describe('an ISO 8601 time');
+
+export const VmState = z.enum(['creating', 'running', 'paused', 'suspended', 'stopped', 'crashed', 'destroyed']);
+export const EpisodeState = z.enum(['creating', 'running', 'paused', 'suspended', 'crashed', 'stopped', 'empty']);
+export const SnapshotKind = z.enum(['base', 'manual', 'auto', 'fork', 'restore-point', 'suspend']);
+
+export const VmExit = z
+  .object({
+    reason: z.string().describe('poweroff, reset, shutdown (triple fault), panic, killed, error, crashed'),
+    code: z.number().int().nullable(),
+    message: z.string(),
+  })
+  .meta({ id: 'VmExit' });
+
+export const Vm = z
+  .object({
+    id: VmId,
+    name: z.string(),
+    episode: EpisodeId,
+    state: VmState,
+    /** The snapshot this VM started from or last checkpointed: its place in the tree ("you are here"). */
+    snapshot: SnapshotId.nullable(),
+    /** The VM it was forked from, if any. */
+    parentVm: VmId.nullable(),
+    created: Time,
+    /** When it last started running (for uptime); null when not running. */
+    runningSince: Time.nullable(),
+    exit: VmExit.nullable(),
+    cpus: z.number().int(),
+    memoryMiB: z.number().int(),
+  })
+  .meta({ id: 'Vm' });
+
+export const Episode = z
+  .object({
+    id: EpisodeId,
+    name: z.string(),
+    state: EpisodeState,
+    smolfile: z.object({ path: z.string(), text: z.string() }),
+    created: Time,
+    /** The base snapshot every VM of this episode starts from (null: a bare kernel, booted afresh). */
+    base: SnapshotId.nullable(),
+    vms: z.array(Vm),
+    snapshotCount: z.number().int(),
+    diskBytes: z.number().int().describe('allocated bytes of this episode’s snapshots'),
+  })
+  .meta({ id: 'Episode' });
+
+export const Snapshot = z
+  .object({
+    id: SnapshotId,
+    episode: EpisodeId.nullable().describe('null for a base snapshot, which belongs to a Smolfile'),
+    /** The tree edge: the node the VM was at when this was taken (null: a root). */
+    parent: SnapshotId.nullable(),
+    /** The snapshot whose memory layer this one is a diff against (null: a full layer). */
+    layerParent: SnapshotId.nullable(),
+    vm: VmId.nullable(),
+    kind: SnapshotKind,
+    name: z.string(),
+    note: z.string(),
+    created: Time,
+    diskBytes: z.number().int().describe('allocated bytes of this snapshot’s own files'),
+    memoryBytes: z.number().int(),
+    cpus: z.number().int(),
+    /** Deleted by the user but kept because a living snapshot or VM needs its layer. */
+    deleted: z.boolean(),
+  })
+  .meta({ id: 'Snapshot' });
+
+export const ApiError = z
+  .object({ error: z.object({ code: z.number().int(), message: z.string() }) })
+  .meta({ id: 'Error' });
+
+// ---- requests ----
+
+export const CreateEpisodeRequest = z
+  .object({
+    /** Absolute path of the Smolfile, as the engine sees it. */
+    smolfile: z.string().min(1).max(4096),
+    name: Name.optional(),
+  })
+  .strict()
+  .meta({ id: 'CreateEpisodeRequest' });
+
+export const CheckpointRequest = z
+  .object({ name: Name.optional(), note: Note.optional() })
+  .strict()
+  .meta({ id: 'CheckpointRequest' });
+
+export const ForkRequest = z
+  .object({ count: z.number().int().min(1).max(64).default(1) })
+  .strict()
+  .meta({ id: 'ForkRequest' });
+
+export const RestoreRequest = z.object({ snapshot: Ref }).strict().meta({ id: 'RestoreRequest' });
+
+export const ConsoleInputRequest = z
+  .object({
+    data: z
+      .string()
+      .max(1 << 20)
+      .describe('UTF-8 text typed into the console'),
+  })
+  .strict()
+  .meta({ id: 'ConsoleInputRequest' });
+
+export const UpdateSnapshotRequest = z
+  .object({ name: Name.optional(), note: Note.optional() })
+  .strict()
+  .meta({ id: 'UpdateSnapshotRequest' });
+
+export const RemoveRequest = z
+  .object({ force: z.boolean().default(false).describe('remove running VMs too') })
+  .strict()
+  .meta({ id: 'RemoveRequest' });
+
+export const ListenRequest = z
+  .object({
+    host: z.string().min(1).max(255).default('127.0.0.1'),
+    port: z.number().int().min(0).max(65535).default(0).describe('0: any free port'),
+  })
+  .strict()
+  .meta({ id: 'ListenRequest' });
+
+// ---- responses ----
+
+export const EpisodeList = z.object({ episodes: z.array(Episode) }).meta({ id: 'EpisodeList' });
+export const VmList = z.object({ vms: z.array(Vm) }).meta({ id: 'VmList' });
+export const SnapshotList = z.object({ snapshots: z.array(Snapshot) }).meta({ id: 'SnapshotList' });
+export const CreateEpisodeResponse = z.object({ episode: Episode, vm: Vm }).meta({ id: 'CreateEpisodeResponse' });
+export const ForkResponse = z
+  .object({ children: z.array(Vm), snapshot: Snapshot.nullable().describe('the fork point, for a fork of a VM') })
+  .meta({ id: 'ForkResponse' });
+export const RestoreResponse = z
+  .object({
+    vm: Vm,
+    savedAs: Snapshot.nullable().describe('where the VM was, checkpointed before it moved (null: it was not running)'),
+  })
+  .meta({ id: 'RestoreResponse' });
+export const Logs = z.object({ text: z.string(), truncated: z.boolean() }).meta({ id: 'Logs' });
+export const Screen = z
+  .object({ text: z.string().describe('the visible screen as plain text'), serialized: z.string() })
+  .meta({ id: 'Screen' });
+export const Listener = z
+  .object({ url: z.string().describe('the page URL, with the token'), port: z.number().int() })
+  .meta({ id: 'Listener' });
+export const Health = z
+  .object({ version: z.string(), pid: z.number().int(), home: z.string(), started: Time })
+  .meta({ id: 'Health' });
+export const GcResult = z
+  .object({ removed: z.array(SnapshotId), freedBytes: z.number().int() })
+  .meta({ id: 'GcResult' });
+export const MemoryStats = z
+  .object({
+    guestBytes: z.number(),
+    residentBytes: z.number(),
+    privateBytes: z.number(),
+    sharedBytes: z.number(),
+  })
+  .meta({ id: 'MemoryStats' });
+
+// ---- events (WebSocket /api/v1/events, one JSON object per message) ----
+
+export const EngineEvent = z
+  .discriminatedUnion('type', [
+    z.object({ type: z.literal('episode.created'), episode: Episode }),
+    z.object({ type: z.literal('episode.updated'), episode: Episode }),
+    z.object({ type: z.literal('episode.deleted'), id: EpisodeId }),
+    z.object({ type: z.literal('vm.updated'), vm: Vm }),
+    z.object({ type: z.literal('vm.removed'), id: VmId, episode: EpisodeId }),
+    z.object({ type: z.literal('snapshot.created'), snapshot: Snapshot }),
+    z.object({ type: z.literal('snapshot.updated'), snapshot: Snapshot }),
+    z.object({ type: z.literal('snapshot.deleted'), id: SnapshotId, episode: EpisodeId.nullable() }),
+    z.object({
+      type: z.literal('progress'),
+      operation: z.string(),
+      vm: VmId.nullable(),
+      done: z.number(),
+      total: z.number(),
+    }),
+    z.object({ type: z.literal('metrics'), vm: VmId, memory: MemoryStats, cpuPercent: z.number() }),
+  ])
+  .meta({ id: 'EngineEvent' });
+
+export type VmState = z.infer<typeof VmState>;
+export type EpisodeState = z.infer<typeof EpisodeState>;
+export type SnapshotKind = z.infer<typeof SnapshotKind>;
+export type VmExit = z.infer<typeof VmExit>;
+export type Vm = z.infer<typeof Vm>;
+export type Episode = z.infer<typeof Episode>;
+export type Snapshot = z.infer<typeof Snapshot>;
+export type CreateEpisodeRequest = z.infer<typeof CreateEpisodeRequest>;
+export type CheckpointRequest = z.infer<typeof CheckpointRequest>;
+export type ForkRequest = z.infer<typeof ForkRequest>;
+export type RestoreRequest = z.infer<typeof RestoreRequest>;
+export type UpdateSnapshotRequest = z.infer<typeof UpdateSnapshotRequest>;
+export type RemoveRequest = z.infer<typeof RemoveRequest>;
+export type CreateEpisodeResponse = z.infer<typeof CreateEpisodeResponse>;
+export type ForkResponse = z.infer<typeof ForkResponse>;
+export type RestoreResponse = z.infer<typeof RestoreResponse>;
+export type Logs = z.infer<typeof Logs>;
+export type Screen = z.infer<typeof Screen>;
+export type Health = z.infer<typeof Health>;
+export type ListenRequest = z.infer<typeof ListenRequest>;
+export type Listener = z.infer<typeof Listener>;
+export type GcResult = z.infer<typeof GcResult>;
+export type MemoryStats = z.infer<typeof MemoryStats>;
+export type EngineEvent = z.infer<typeof EngineEvent>;

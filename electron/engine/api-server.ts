@@ -1,0 +1,349 @@
+// The engine's API server (docs/engine.md, "API"): HTTP/1.1 JSON and WebSockets on the data dir's Unix socket and,
+// for `smol serve`, on a TCP listener that needs the token. It only translates: routes.ts says what each path does,
+// the schemas say what is valid, and the EngineApi does the work.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { chmodSync, lstatSync, mkdtempSync, renameSync, rmSync, unlinkSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { z } from 'zod';
+import { ApiFailure, type EngineApi } from '../api/engine-api.js';
+import { parseInput } from '../api/request-errors.js';
+import { ROUTES, WEBSOCKET_ROUTES, matchPath, type Params, type Route } from '../api/routes.js';
+import { Ref } from '../api/schema.js';
+import { rejectUpgrade, streamConsole, streamEvents } from './api-websockets.js';
+
+export interface ApiServerOptions {
+  api: EngineApi;
+  /** The Unix socket (mode 0600, no token). */
+  socketPath: string;
+  /** A TCP listener too (`smol serve`); port 0 takes any free port. Every request on it needs `token`. */
+  tcp?: { host: string; port: number; token: string };
+}
+
+export interface TcpListener {
+  /** The page URL with the token: `http://host:port/?token=T`. */
+  url: string;
+  port: number;
+}
+
+export interface ApiServer {
+  /** The TCP listener's page URL with the token (`http://host:port/?token=T`), when there is one. */
+  url?: string;
+  /** Opens another TCP listener (`smol serve`); every request on it needs `token`. */
+  addTcp(tcp: { host: string; port: number; token: string }): Promise<TcpListener>;
+  /** Closes the TCP listener on `port` (and its connections); false when there is none. */
+  closeTcp(port: number): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+const MAX_BODY = 1 << 20;
+/** A body this large is not even drained to say it is too large: the connection is cut. */
+const MAX_DRAIN = 64 << 20;
+const JSON_TYPE = 'application/json; charset=utf-8';
+/** What a route without a body or query accepts: nothing (or `{}`). */
+const Nothing = z.object({}).strict();
+const [EVENTS, CONSOLE] = WEBSOCKET_ROUTES.map((ws) => ws.path) as [string, string];
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+function asHttpError(error: unknown): HttpError {
+  if (error instanceof HttpError) return error;
+  if (error instanceof ApiFailure) return new HttpError(error.status, error.message);
+  return new HttpError(500, error instanceof Error ? error.message : String(error));
+}
+
+// ---- the TCP listener's gate: the token, then the Origin ----
+
+interface Gate {
+  token: string;
+  /** The host part of this server's own origin (IPv6 in brackets). */
+  host: string;
+}
+
+function sameSecret(a: string, b: string): boolean {
+  // Digests first: equal lengths for timingSafeEqual, and no time that depends on how much of the token matched.
+  const digest = (text: string) => createHash('sha256').update(text).digest();
+  return timingSafeEqual(digest(a), digest(b));
+}
+
+function presentedToken(req: http.IncomingMessage, url: URL): string | null {
+  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+  if (bearer) return bearer[1]!;
+  const query = url.searchParams.get('token');
+  if (query !== null) return query;
+  for (const pair of (req.headers.cookie ?? '').split(';')) {
+    const [name, ...value] = pair.trim().split('=');
+    if (name === 'smol_token') return value.join('=');
+  }
+  return null;
+}
+
+const NO_TOKEN = 'this listener needs the token: Authorization: Bearer T, ?token=T or the smol_token cookie';
+
+/** Why the TCP listener refuses this request (401 no or wrong token, 403 a foreign Origin), or null. */
+function refusal(gate: Gate | null, req: http.IncomingMessage, url: URL): HttpError | null {
+  if (!gate) return null; // the Unix socket: its file mode is the protection
+  const token = presentedToken(req, url);
+  if (token === null) return new HttpError(401, NO_TOKEN);
+  if (!sameSecret(token, gate.token)) return new HttpError(401, 'wrong token');
+  const own = `http://${gate.host}:${req.socket.localPort}`;
+  const origin = req.headers.origin;
+  const foreign = `requests from ${origin} are refused (only from ${own})`;
+  return origin === undefined || origin === own ? null : new HttpError(403, foreign);
+}
+
+// ---- HTTP ----
+
+function findRoute(method: string, pathname: string): { route: Route; raw: Partial<Record<string, string>> } {
+  const allowed: string[] = [];
+  try {
+    for (const route of ROUTES) {
+      const raw = matchPath(route.path, pathname);
+      if (raw && route.method === method) return { route, raw };
+      if (raw) allowed.push(route.method);
+    }
+    if (WEBSOCKET_ROUTES.some((ws) => matchPath(ws.path, pathname))) {
+      if (method === 'GET') throw new HttpError(426, `${pathname} is a WebSocket: connect with Upgrade: websocket`);
+      allowed.push('GET');
+    }
+  } catch (error) {
+    if (error instanceof URIError) throw new HttpError(400, `path: malformed percent-encoding in ${pathname}`);
+    throw error;
+  }
+  if (allowed.length === 0) throw new HttpError(404, `no such endpoint: ${method} ${pathname}`);
+  const allow = allowed.join(', ');
+  throw new HttpError(405, `${method} is not allowed on ${pathname} (allowed: ${allow})`, { allow });
+}
+
+function checked<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
+  const result = parseInput(schema, value, where);
+  if (!result.ok) throw new HttpError(400, result.message);
+  return result.value;
+}
+
+function validParams(raw: Partial<Record<string, string>>): Params {
+  for (const [name, value] of Object.entries(raw)) checked(Ref, value, name);
+  return raw as Params;
+}
+
+/** The body, drained to its end even when too large, so the client is still listening for our 400. */
+function readBody(req: http.IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_BODY) chunks.push(chunk);
+      else if (size > MAX_DRAIN) req.destroy();
+    });
+    req.on('end', () => {
+      if (size > MAX_BODY) reject(new HttpError(400, `body: larger than ${MAX_BODY >> 20} MiB`));
+      else resolve(Buffer.concat(chunks));
+    });
+    req.on('error', reject);
+    req.on('close', () => reject(new HttpError(400, 'body: the request ended early')));
+  });
+}
+
+function parseJson(body: Buffer): unknown {
+  if (body.length === 0) return {};
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    throw new HttpError(400, `body: malformed JSON (${(error as Error).message})`);
+  }
+}
+
+function send(res: http.ServerResponse, status: number, body: unknown, type: string, headers = {}): void {
+  if (res.headersSent) return void res.end();
+  const text = body === undefined ? '' : typeof body === 'string' && type !== JSON_TYPE ? body : JSON.stringify(body);
+  const contentHeaders = status === 204 ? {} : { 'content-type': type, 'content-length': Buffer.byteLength(text) };
+  res.writeHead(status, { ...contentHeaders, ...headers });
+  res.end(status === 204 ? undefined : text);
+}
+
+async function serve(api: EngineApi, gate: Gate | null, req: http.IncomingMessage, res: http.ServerResponse) {
+  try {
+    const url = new URL(req.url ?? '/', 'http://engine');
+    const refused = refusal(gate, req, url);
+    if (refused) throw refused;
+    const { route, raw } = findRoute(req.method ?? 'GET', url.pathname);
+    const params = validParams(raw);
+    const query = Object.fromEntries([...url.searchParams].filter(([name]) => name !== 'token'));
+    const validQuery = checked(route.query ?? Nothing, query, 'query');
+    const body = checked(route.request ?? Nothing, parseJson(await readBody(req)), 'body');
+    const result = await route.handler(api, params, body, validQuery);
+    const type = route.contentType === 'application/json' ? JSON_TYPE : route.contentType;
+    send(res, route.status, route.response ? result : undefined, type);
+  } catch (error) {
+    const failure = asHttpError(error);
+    const body = { error: { code: failure.status, message: failure.message } };
+    send(res, failure.status, body, JSON_TYPE, failure.headers);
+  }
+}
+
+// ---- WebSocket upgrades ----
+
+interface Upgrade {
+  req: http.IncomingMessage;
+  socket: Duplex;
+  head: Buffer;
+}
+
+function upgrade(api: EngineApi, gate: Gate | null, wss: WebSocketServer, { req, socket, head }: Upgrade): void {
+  socket.on('error', () => socket.destroy());
+  const accept = (then: (ws: WebSocket) => void) =>
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      ws.on('error', () => ws.terminate()); // a protocol error: the close that follows cleans up
+      then(ws);
+    });
+  try {
+    const url = new URL(req.url ?? '/', 'http://engine');
+    const refused = refusal(gate, req, url);
+    if (refused) throw refused;
+    if (matchPath(EVENTS, url.pathname)) return accept((ws) => streamEvents(api, ws));
+    const params = matchPath(CONSOLE, url.pathname);
+    if (!params) throw new HttpError(404, `no WebSocket at ${url.pathname}`);
+    const { vm } = validParams(params);
+    api.getVm(vm); // an unknown VM is a 404 before upgrading
+    accept((ws) => streamConsole(api, vm, ws));
+  } catch (error) {
+    const failure =
+      error instanceof URIError ? new HttpError(400, 'path: malformed percent-encoding') : asHttpError(error);
+    rejectUpgrade(socket, failure.status, failure.message);
+  }
+}
+
+// ---- listeners ----
+
+/** Whether a server answers on the Unix socket `socketPath` (a stale file from a dead engine does not). */
+function answers(socketPath: string): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const probe = http.request({ socketPath, path: '/', method: 'HEAD', timeout: 2000, agent: false }, (res) => {
+      res.resume();
+      resolve(true);
+    });
+    probe.on('timeout', () => probe.destroy(new Error(`${socketPath} accepts connections but does not answer`)));
+    probe.on('error', (error: NodeJS.ErrnoException) =>
+      ['ECONNREFUSED', 'ENOENT'].includes(error.code ?? '') ? resolve(false) : reject(error),
+    );
+    probe.end();
+  });
+}
+
+/**
+ * Listens on `socketPath` with mode 0600 and never a moment without it. Not through the umask: that is
+ * process-wide, and a directory the VMM or libuv's thread pool created meanwhile would lose its x bit. Instead the
+ * socket is bound in a fresh directory of mode 0700 (nobody else can reach it there), chmod-ed to 0600 right after
+ * listen, and only then renamed into place. Returns the socket's inode, so close removes only our own socket.
+ */
+async function listenOnSocket(server: http.Server, socketPath: string): Promise<number> {
+  const existing = lstatSync(socketPath, { throwIfNoEntry: false });
+  if (existing && !existing.isSocket()) throw new Error(`${socketPath} exists and is not a socket`);
+  if (existing && (await answers(socketPath))) throw new Error(`something already answers on ${socketPath}`);
+  const dir = mkdtempSync(path.join(path.dirname(socketPath), '.')); // short: a socket path has ~107 bytes
+  const bound = path.join(dir, 's');
+  try {
+    await listen(server, bound);
+    chmodSync(bound, 0o600);
+    renameSync(bound, socketPath); // replaces the stale file, if any
+    return lstatSync(socketPath).ino;
+  } catch (error) {
+    server.close();
+    throw error;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function listen(server: http.Server, where: string | { host: string; port: number }): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(where, () => {
+      server.off('error', reject);
+      // From now on an error is a failed accept (EMFILE): that connection is lost, the server keeps serving.
+      server.on('error', () => {});
+      resolve();
+    });
+  });
+}
+
+function closeServer(server: http.Server): Promise<void> {
+  return new Promise((resolve) => {
+    if (!server.listening) return resolve();
+    server.close(() => resolve());
+    server.closeIdleConnections();
+  });
+}
+
+/** Serves `api` on the Unix socket and, when asked, on TCP; resolves once both listen. */
+export async function startApiServer(options: ApiServerOptions): Promise<ApiServer> {
+  const { api, socketPath, tcp } = options;
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_BODY });
+  const servers: http.Server[] = [];
+  const open = (gate: Gate | null) => {
+    const server = http.createServer((req, res) => void serve(api, gate, req, res));
+    server.on('upgrade', (req, socket, head) => upgrade(api, gate, wss, { req, socket, head }));
+    servers.push(server);
+    return server;
+  };
+  const inode = await listenOnSocket(open(null), socketPath);
+  let closing: Promise<void> | null = null;
+  const close = async () => {
+    for (const ws of wss.clients) ws.close(1001, 'the engine is stopping');
+    // Whatever has not finished in a second (a viewer that does not answer the close) is cut off.
+    const cutOff = setTimeout(() => {
+      for (const ws of wss.clients) ws.terminate();
+      for (const server of servers) server.closeAllConnections();
+    }, 1000);
+    await Promise.all(servers.map(closeServer));
+    clearTimeout(cutOff);
+    wss.close();
+    if (lstatSync(socketPath, { throwIfNoEntry: false })?.ino === inode) unlinkSync(socketPath);
+  };
+  const tcpServers = new Map<number, http.Server>();
+  const addTcp = async (tcp: { host: string; port: number; token: string }): Promise<TcpListener> => {
+    const host = tcp.host.includes(':') ? `[${tcp.host}]` : tcp.host;
+    const listener = open({ token: tcp.token, host });
+    try {
+      await listen(listener, { host: tcp.host, port: tcp.port });
+    } catch (error) {
+      servers.splice(servers.indexOf(listener), 1);
+      throw error;
+    }
+    const { port } = listener.address() as AddressInfo;
+    tcpServers.set(port, listener);
+    return { url: `http://${host}:${port}/?token=${encodeURIComponent(tcp.token)}`, port };
+  };
+  const closeTcp = async (port: number): Promise<boolean> => {
+    const listener = tcpServers.get(port);
+    if (!listener) return false;
+    tcpServers.delete(port);
+    servers.splice(servers.indexOf(listener), 1);
+    const done = closeServer(listener);
+    listener.closeAllConnections();
+    await done;
+    return true;
+  };
+  const server: ApiServer = { addTcp, closeTcp, close: () => (closing ??= close()) };
+  if (tcp) {
+    try {
+      server.url = (await addTcp(tcp)).url;
+    } catch (error) {
+      await server.close();
+      throw error;
+    }
+  }
+  return server;
+}
