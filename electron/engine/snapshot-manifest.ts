@@ -1,0 +1,92 @@
+// A snapshot directory's `manifest.json` (docs/engine.md, "Snapshot store"): what the engine knows about the VMM's
+// `state` and `memory` files beside it. Its presence is what makes the snapshot exist.
+import { chmod, lstat, readFile, readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { Snapshot } from '../api/schema.js';
+import { writeFileAtomic } from './atomic-file.js';
+
+export const MANIFEST_FILE = 'manifest.json';
+export const MANIFEST_FORMAT = 1;
+/** The VMM's files; a snapshot missing either cannot be restored. */
+export const VMM_FILES = ['state', 'memory'] as const;
+
+export const Manifest = Snapshot.omit({ diskBytes: true }).extend({
+  format: z.literal(MANIFEST_FORMAT),
+  /** A base snapshot's key: the hash of its Smolfile's guest-relevant keys, kernel and initramfs. */
+  baseKey: z.string().min(1).optional(),
+});
+export type Manifest = z.infer<typeof Manifest>;
+
+export type ManifestRead = { manifest: Manifest } | { problem: string };
+
+/** Reads and checks `dir/manifest.json`, which must describe snapshot `id`; never throws for a bad file. */
+export async function readManifest(dir: string, id: string): Promise<ManifestRead> {
+  let text: string;
+  try {
+    text = await readFile(path.join(dir, MANIFEST_FILE), 'utf8');
+  } catch (error) {
+    return { problem: `its manifest cannot be read (${(error as NodeJS.ErrnoException).code ?? error})` };
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    return { problem: `its manifest is not JSON (${(error as Error).message})` };
+  }
+  const format = (json as { format?: unknown } | null)?.format;
+  if (typeof format === 'number' && format > MANIFEST_FORMAT) {
+    return { problem: `its manifest has format ${format}, newer than this Smol reads (${MANIFEST_FORMAT})` };
+  }
+  const parsed = Manifest.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    return { problem: `its manifest is invalid: ${issue.path.join('.') || '(top)'}: ${issue.message}` };
+  }
+  if (parsed.data.id !== id) return { problem: `its manifest describes ${parsed.data.id}, not ${id}` };
+  return { manifest: parsed.data };
+}
+
+/** Writes `dir/manifest.json` atomically (checked first, so a bad manifest is never published). */
+export async function writeManifest(dir: string, manifest: Manifest): Promise<void> {
+  const checked = Manifest.parse(manifest);
+  await writeFileAtomic(path.join(dir, MANIFEST_FILE), JSON.stringify(checked, null, 2) + '\n');
+}
+
+/** The names of the VMM files missing from `dir`. */
+export async function missingVmmFiles(dir: string): Promise<string[]> {
+  const missing: string[] = [];
+  for (const name of VMM_FILES) {
+    const stat = await lstat(path.join(dir, name)).catch(() => null);
+    if (!stat?.isFile()) missing.push(name);
+  }
+  return missing;
+}
+
+/** Bytes the files in `dir` take on disk (st_blocks × 512): holes in a sparse memory layer cost nothing. */
+export async function allocatedBytes(dir: string): Promise<number> {
+  let total = 0;
+  for (const name of await readdir(dir).catch(() => [])) {
+    const stat = await lstat(path.join(dir, name)).catch(() => null);
+    if (stat?.isFile()) total += stat.blocks * 512;
+  }
+  return total;
+}
+
+/** A published snapshot as the store holds it. */
+export interface StoredSnapshot {
+  manifest: Manifest;
+  createdMs: number;
+  /** allocatedBytes() of its directory, measured whenever its manifest was read or written. */
+  diskBytes: number;
+}
+
+export async function storedSnapshot(dir: string, manifest: Manifest): Promise<StoredSnapshot> {
+  return { manifest, createdMs: Date.parse(manifest.created) || 0, diskBytes: await allocatedBytes(dir) };
+}
+
+/** Removes a snapshot directory, read-only files and all. */
+export async function removeSnapshotDir(dir: string): Promise<void> {
+  await chmod(dir, 0o755).catch(() => undefined); // unlinking needs a writable directory; the files may stay 0444
+  await rm(dir, { recursive: true, force: true });
+}

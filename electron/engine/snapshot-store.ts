@@ -1,0 +1,316 @@
+// The snapshot store (docs/engine.md, "Snapshot store"): owns SMOL_HOME/snapshots/ and SMOL_HOME/episodes/. The VMM
+// writes a snapshot's `state` and `memory` into dirFor(id); publish() then adds `manifest.json`, and only from then
+// on does the snapshot exist. Deleting marks the manifest; gc() removes the files once no layer chain needs them.
+import { randomBytes } from 'node:crypto';
+import { mkdir, realpath } from 'node:fs/promises';
+import path from 'node:path';
+import { ApiFailure } from '../api/engine-api.js';
+import { SnapshotId, UpdateSnapshotRequest, type Snapshot, type SnapshotKind } from '../api/schema.js';
+import { EpisodeRecords } from './episode-records.js';
+import { nearestAncestor, unneededSnapshots } from './snapshot-graph.js';
+import {
+  MANIFEST_FORMAT,
+  missingVmmFiles,
+  removeSnapshotDir,
+  storedSnapshot,
+  writeManifest,
+  type Manifest,
+  type StoredSnapshot as Entry,
+} from './snapshot-manifest.js';
+import { recoverSnapshots } from './snapshot-recovery.js';
+
+const ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
+
+/** A fresh id: the prefix, '-', then 10 random characters of [a-z2-7] (50 bits). */
+export function newId(prefix: 'ep' | 'vm' | 'sn'): string {
+  let id = `${prefix}-`;
+  for (const byte of randomBytes(10)) id += ID_ALPHABET[byte & 31];
+  return id;
+}
+
+export interface PublishInput {
+  /** From newSnapshotId(); the VMM has written dirFor(id). */
+  id: string;
+  episode: string | null;
+  parent: string | null;
+  vm: string | null;
+  kind: SnapshotKind;
+  name?: string;
+  note?: string;
+  /** The VMM's CheckpointInfo.parentDir: the snapshot directory this one's memory diffs against, or null. */
+  layerParentDir: string | null;
+  memoryBytes: number;
+  cpus: number;
+  baseKey?: string;
+}
+
+export class SnapshotStore {
+  readonly #snapshots: string;
+  /** #snapshots with symbolic links resolved, to recognise the VMM's layer parent paths. */
+  #realSnapshots = '';
+  #entries = new Map<string, Entry>();
+  readonly #episodes: EpisodeRecords;
+  /** Manifest writes, one at a time, so a gc never sees a half-applied delete or publish. */
+  #queue: Promise<unknown> = Promise.resolve();
+  #lastCreatedMs = 0;
+
+  private constructor(
+    readonly home: string,
+    private readonly log: (line: string) => void,
+  ) {
+    this.#snapshots = path.join(home, 'snapshots');
+    this.#episodes = new EpisodeRecords(path.join(home, 'episodes'), log);
+  }
+
+  /** Creates the directories, recovers from an engine that died mid-write (each action logged), loads manifests. */
+  static async open(home: string, log: (line: string) => void): Promise<SnapshotStore> {
+    const store = new SnapshotStore(home, log);
+    await mkdir(store.#snapshots, { recursive: true });
+    store.#realSnapshots = await realpath(store.#snapshots);
+    store.#entries = await recoverSnapshots(store.#snapshots, log);
+    for (const { createdMs } of store.#entries.values()) {
+      store.#lastCreatedMs = Math.max(store.#lastCreatedMs, createdMs);
+    }
+    await store.#episodes.recover();
+    return store;
+  }
+
+  newSnapshotId(): string {
+    for (;;) {
+      const id = newId('sn');
+      if (!this.#entries.has(id)) return id; // the VMM refuses a directory that exists, so a clash cannot be silent
+    }
+  }
+
+  /** Where the VMM is told to write snapshot `id`. */
+  dirFor(id: string): string {
+    if (!SnapshotId.safeParse(id).success) throw new Error(`not a snapshot id: ${JSON.stringify(id)}`);
+    return path.join(this.#snapshots, id);
+  }
+
+  /**
+   * Makes the VMM's snapshot in dirFor(input.id) exist: its manifest, written atomically. When it cannot (no VMM
+   * files, a layer parent the store does not hold), the directory is removed and the error thrown.
+   */
+  publish(input: PublishInput): Promise<Snapshot> {
+    return this.#serial(async () => {
+      const dir = this.dirFor(input.id);
+      if (this.#entries.has(input.id)) throw new Error(`${input.id} is already published`);
+      try {
+        return this.#view(await this.#write(await this.#newManifest(input, dir)));
+      } catch (error) {
+        await removeSnapshotDir(dir);
+        this.log(`store: removed ${input.id} : it could not be published (${(error as Error).message})`);
+        throw error;
+      }
+    });
+  }
+
+  async #newManifest(input: PublishInput, dir: string): Promise<Manifest> {
+    const missing = await missingVmmFiles(dir);
+    if (missing.length) throw new Error(`cannot publish ${input.id}: no ${missing.join(' or ')} file in ${dir}`);
+    const layerParent = input.layerParentDir === null ? null : await this.#idOfDir(input.layerParentDir);
+    if (input.parent && !this.#entries.has(input.parent)) {
+      this.log(`store: ${input.id} names an unknown parent ${input.parent}: it is shown as a root`);
+    }
+    return {
+      format: MANIFEST_FORMAT,
+      id: input.id,
+      episode: input.episode,
+      parent: input.parent,
+      layerParent,
+      vm: input.vm,
+      kind: input.kind,
+      name: input.name ?? '',
+      note: input.note ?? '',
+      created: this.#nextCreated(),
+      memoryBytes: input.memoryBytes,
+      cpus: input.cpus,
+      deleted: false,
+      ...(input.baseKey ? { baseKey: input.baseKey } : {}),
+    };
+  }
+
+  /** The snapshot, deleted or not (a deleted one is still there while a layer chain needs it). */
+  get(id: string): Snapshot | undefined {
+    const entry = this.#entries.get(id);
+    return entry && this.#view(entry);
+  }
+
+  /** The living snapshots (of one episode, or all), oldest first: the timeline. `parent` skips deleted nodes. */
+  list(episode?: string): Snapshot[] {
+    return this.#living((m) => episode === undefined || m.episode === episode).map((entry) => this.#view(entry));
+  }
+
+  /** The newest living base snapshot made for `baseKey`. */
+  findBase(baseKey: string): Snapshot | undefined {
+    const bases = this.#living((m) => m.baseKey === baseKey);
+    return bases.length ? this.#view(bases[bases.length - 1]!) : undefined;
+  }
+
+  /**
+   * A living snapshot by id, unique id prefix (at least 4 characters after `sn-`, with or without `sn-`) or name.
+   * With `episode`, names are looked up in that episode, then among base snapshots. 404 when nothing matches, 400
+   * when a name or prefix matches more than one.
+   */
+  resolve(ref: string, episode?: string): Snapshot {
+    const exact = this.#entries.get(ref);
+    if (exact?.manifest.deleted) throw new ApiFailure(404, `snapshot ${ref} was deleted`);
+    if (exact) return this.#view(exact);
+    const bare = ref.startsWith('sn-') ? ref.slice(3) : ref;
+    const byPrefix = /^[a-z2-7]{4,}$/.test(bare) ? this.#living((m) => m.id.startsWith(`sn-${bare}`)) : [];
+    const named = (scope: (m: Manifest) => boolean) => this.#living((m) => m.name === ref && scope(m));
+    let byName = named((m) => episode === undefined || m.episode === episode);
+    if (!byName.length && episode !== undefined) byName = named((m) => m.episode === null);
+    const matches = [...new Set([...byName, ...byPrefix])];
+    if (matches.length === 1) return this.#view(matches[0]!);
+    if (!matches.length) throw new ApiFailure(404, `no snapshot ${ref}${episode ? ` in ${episode}` : ''}`);
+    const which = matches.map((e) => `${e.manifest.name || '(unnamed)'} (${e.manifest.id})`).join(', ');
+    throw new ApiFailure(400, `${ref} is ambiguous: it matches ${which}`);
+  }
+
+  /** Renames a living snapshot (names are unique within its episode) or changes its note. */
+  update(id: string, change: { name?: string; note?: string }): Promise<Snapshot> {
+    return this.#serial(async () => {
+      const entry = this.#require(id);
+      const parsed = UpdateSnapshotRequest.safeParse(change);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        throw new ApiFailure(400, `${issue.path.join('.') || 'change'}: ${issue.message}`);
+      }
+      const { name, note } = parsed.data;
+      const episode = entry.manifest.episode;
+      const holder = name && this.#living((m) => m.name === name && m.episode === episode && m.id !== id)[0];
+      if (holder) throw new ApiFailure(409, `the name ${name} is taken by ${holder.manifest.id}`);
+      const manifest = {
+        ...entry.manifest,
+        ...(name === undefined ? {} : { name }),
+        ...(note === undefined ? {} : { note }),
+      };
+      return this.#view(await this.#write(manifest));
+    });
+  }
+
+  /** Takes a snapshot out of the tree and timeline (its children hang from its parent); gc() frees its files. */
+  delete(id: string): Promise<void> {
+    return this.#serial(async () => {
+      const entry = this.#entries.get(id);
+      if (!entry) throw new ApiFailure(404, `no snapshot ${id}`);
+      if (!entry.manifest.deleted) await this.#write({ ...entry.manifest, deleted: true });
+    });
+  }
+
+  /**
+   * Removes the files of deleted snapshots that no layer chain needs: not the chain of any living snapshot, nor of
+   * `liveLayerHeads` (the snapshots live VMs' next checkpoints will diff against).
+   */
+  gc(liveLayerHeads: Iterable<string>): Promise<{ removed: string[]; freedBytes: number }> {
+    return this.#serial(() => this.#collect(liveLayerHeads));
+  }
+
+  /** Deletes every snapshot of the episode, then collects what no layer chain needs. */
+  deleteEpisode(episode: string, liveLayerHeads: Iterable<string>): Promise<void> {
+    return this.#serial(async () => {
+      for (const entry of this.#living((m) => m.episode === episode)) {
+        await this.#write({ ...entry.manifest, deleted: true });
+      }
+      await this.#collect(liveLayerHeads);
+    });
+  }
+
+  /** Bytes the snapshot's own files take on disk (0 for an unknown id). */
+  diskBytes(id: string): number {
+    return this.#entries.get(id)?.diskBytes ?? 0;
+  }
+
+  /** Bytes the episode's snapshots take on disk, the deleted ones still kept for a layer chain included. */
+  episodeDiskBytes(episode: string): number {
+    let total = 0;
+    for (const entry of this.#entries.values()) if (entry.manifest.episode === episode) total += entry.diskBytes;
+    return total;
+  }
+
+  // ---- episode records: SMOL_HOME/episodes/<ep-id>.json ----
+
+  /** Writes the record atomically; of concurrent saves of one episode, the last call wins. */
+  saveEpisodeRecord(id: string, record: unknown): Promise<void> {
+    return this.#episodes.save(id, record);
+  }
+
+  /** Every record that reads as JSON; an unreadable one is moved aside (`<id>.json.corrupt`) and logged. */
+  loadEpisodeRecords(): Array<{ id: string; record: unknown }> {
+    return this.#episodes.load();
+  }
+
+  removeEpisodeRecord(id: string): Promise<void> {
+    return this.#episodes.remove(id);
+  }
+
+  // ---- internals ----
+
+  #serial<T>(work: () => Promise<T>): Promise<T> {
+    const result = this.#queue.then(work);
+    this.#queue = result.catch(() => undefined);
+    return result;
+  }
+
+  async #collect(liveLayerHeads: Iterable<string>): Promise<{ removed: string[]; freedBytes: number }> {
+    const doomed = unneededSnapshots(this.#entries, liveLayerHeads);
+    // The tree outlives the files: whoever hangs from a removed snapshot is re-pointed past it first.
+    for (const { manifest } of [...this.#entries.values()]) {
+      if (doomed.has(manifest.id) || !manifest.parent || !doomed.has(manifest.parent)) continue;
+      const parent = nearestAncestor(this.#entries, manifest.id, (m) => doomed.has(m.id));
+      await this.#write({ ...manifest, parent });
+    }
+    const removed: string[] = [];
+    let freedBytes = 0;
+    for (const id of doomed) {
+      const bytes = this.#entries.get(id)!.diskBytes;
+      await removeSnapshotDir(this.dirFor(id));
+      this.#entries.delete(id);
+      removed.push(id);
+      freedBytes += bytes;
+      this.log(`store: removed ${id} : deleted and no layer chain needs it (${bytes} bytes freed)`);
+    }
+    return { removed, freedBytes };
+  }
+
+  async #write(manifest: Manifest): Promise<Entry> {
+    const dir = this.dirFor(manifest.id);
+    await writeManifest(dir, manifest);
+    const entry = await storedSnapshot(dir, manifest);
+    this.#entries.set(manifest.id, entry);
+    return entry;
+  }
+
+  #require(id: string): Entry {
+    const entry = this.#entries.get(id);
+    if (!entry || entry.manifest.deleted) throw new ApiFailure(404, `no snapshot ${id}`);
+    return entry;
+  }
+
+  /** Living entries that pass `filter`, oldest first. */
+  #living(filter: (manifest: Manifest) => boolean): Entry[] {
+    return [...this.#entries.values()]
+      .filter((entry) => !entry.manifest.deleted && filter(entry.manifest))
+      .sort((a, b) => a.createdMs - b.createdMs || a.manifest.id.localeCompare(b.manifest.id));
+  }
+
+  #view({ manifest, diskBytes }: Entry): Snapshot {
+    const { format: _format, baseKey: _baseKey, ...fields } = manifest;
+    return { ...fields, parent: nearestAncestor(this.#entries, manifest.id, (m) => m.deleted), diskBytes };
+  }
+
+  /** Creation times strictly increase within a store, so the timeline has one order. */
+  #nextCreated(): string {
+    this.#lastCreatedMs = Math.max(Date.now(), this.#lastCreatedMs + 1);
+    return new Date(this.#lastCreatedMs).toISOString();
+  }
+
+  async #idOfDir(dir: string): Promise<string> {
+    const real = await realpath(dir).catch(() => null);
+    const id = real && path.dirname(real) === this.#realSnapshots ? path.basename(real) : null;
+    if (!id || !this.#entries.has(id)) throw new Error(`the layer parent ${dir} is not a snapshot of this store`);
+    return id;
+  }
+}
