@@ -17,3 +17,10 @@ export function guestCacheDir(env: NodeJS.ProcessEnv = process.env): string {
 
 /** The tiny freestanding test guests built by `make -C native guests`. */
 export const tinyGuestDir = path.join(packageRoot, 'native', 'out', 'guests');
+
+/** `$SMOL_HOME`, else `$XDG_DATA_HOME/smol-studio`, else `~/.local/share/smol-studio`: the engine's data dir. */
+export function smolHomeDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.SMOL_HOME) return path.resolve(env.SMOL_HOME);
+  const xdg = env.XDG_DATA_HOME && path.isAbsolute(env.XDG_DATA_HOME) ? env.XDG_DATA_HOME : undefined;
+  return path.join(xdg ?? path.join(os.homedir(), '.local', 'share'), 'smol-studio');
+}

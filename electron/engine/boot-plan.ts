@@ -1,0 +1,79 @@
+// What a Smolfile boots (docs/engine.md, "Base snapshots"): the VM options, and for an image the key its base
+// snapshot is found by and the commands that bake it.
+import { createHash } from 'node:crypto';
+import { statSync } from 'node:fs';
+import { findGuestAssets, GUEST_CMDLINE } from '../guest/guest-assets.js';
+import type { Smolfile } from '../smolfile/smolfile.js';
+import type { VmOptions } from '../vmm/vm.js';
+import { ApiFailure } from '../api/engine-api.js';
+
+export interface BootPlan {
+  options: VmOptions;
+  /** Identifies the base snapshot of this Smolfile on these guest assets; null for a bare kernel (no base). */
+  baseKey: string | null;
+  /** Shell commands that bake the base, run on the console after the guest is ready. */
+  init: string[];
+}
+
+/** A file's identity for the base key: path, size and modification time (the guest assets' names carry hashes). */
+function fileStamp(file: string): string {
+  const info = statSync(file);
+  return `${file}:${info.size}:${info.mtimeMs}`;
+}
+
+export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.env): BootPlan {
+  const common = { memoryMiB: smolfile.memoryMiB, cpus: smolfile.cpus };
+  if (!smolfile.image) {
+    // parseSmolfile guarantees a kernel when there is no image.
+    const options: VmOptions = { kernel: smolfile.kernel!, cmdline: smolfile.cmdline, ...common };
+    if (smolfile.initrd) options.initrd = smolfile.initrd;
+    return { options, baseKey: null, init: [] };
+  }
+  if (smolfile.image.kind !== 'builtin') {
+    throw new ApiFailure(
+      400,
+      `${smolfile.path}: image "debian:${smolfile.image.suite}" cannot be booted yet: the engine boots image = ` +
+        '"builtin" and bare kernels so far (Debian images come with the guest agent)',
+    );
+  }
+  const assets = findGuestAssets(env);
+  const kernel = smolfile.kernel ?? assets.kernel;
+  if (!kernel || !assets.initramfs) {
+    throw new ApiFailure(
+      409,
+      'the builtin image needs the Linux guest, which is not built: run `npx --no-install smol guest build`',
+    );
+  }
+  const cmdline = smolfile.cmdline ? `${GUEST_CMDLINE} ${smolfile.cmdline}` : GUEST_CMDLINE;
+  const options: VmOptions = { kernel, initrd: assets.initramfs, cmdline, ...common };
+  const init = bakeCommands(smolfile);
+  const baseKey = createHash('sha256')
+    .update(
+      JSON.stringify({
+        format: 1,
+        kernel: fileStamp(kernel),
+        initrd: fileStamp(assets.initramfs),
+        cmdline,
+        ...common,
+        init,
+      }),
+    )
+    .digest('hex')
+    .slice(0, 32);
+  return { options, baseKey, init };
+}
+
+const quote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
+
+/**
+ * The console commands that bake a base: each `init` command in a subshell with the Smolfile's `env`, then the
+ * console shell itself takes `env` and `workdir`, so a console opened later starts where the Smolfile says.
+ */
+function bakeCommands(smolfile: Smolfile): string[] {
+  const exports = Object.entries(smolfile.env).map(([key, value]) => `export ${key}=${quote(value)}`);
+  const prefix = exports.length > 0 ? `${exports.join('; ')}; ` : '';
+  const commands = smolfile.init.map((command) => `(${prefix}${command})`);
+  if (exports.length > 0) commands.push(exports.join('; '));
+  if (smolfile.workdir) commands.push(`mkdir -p ${quote(smolfile.workdir)} && cd ${quote(smolfile.workdir)}`);
+  return commands;
+}

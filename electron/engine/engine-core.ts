@@ -1,0 +1,526 @@
+// The engine's machinery under its API (engine.ts): records and their persistence, one vmhost per episode, console
+// hubs, per-VM locks, events, and the primitive moves of a VM (boot, restore, checkpoint, suspend, kill, reset).
+import path from 'node:path';
+import { ApiFailure } from '../api/engine-api.js';
+import type {
+  CheckpointRequest,
+  EngineEvent,
+  Episode,
+  Snapshot,
+  SnapshotKind,
+  VmExit,
+  VmState,
+} from '../api/schema.js';
+import type { Smolfile } from '../smolfile/smolfile.js';
+import { planBoot, type BootPlan } from './boot-plan.js';
+import { ConsoleHub } from './console-hub.js';
+import { ConsoleShell } from './console-shell.js';
+import {
+  LIVE_STATES,
+  episodeView,
+  freshName,
+  resolveRef,
+  vmView,
+  type EpisodeRecord,
+  type VmRecord,
+} from './episode-registry.js';
+import { newId, type SnapshotStore } from './snapshot-store.js';
+import { VmHost } from './vmhost.js';
+
+const BOOT_READY_MS = 120_000;
+const INIT_COMMAND_MS = 600_000;
+
+export interface EngineOptions {
+  home: string;
+  version: string;
+  log: (line: string) => void;
+}
+
+const KIND_STEMS: Record<SnapshotKind, string> = {
+  base: 'base',
+  manual: 'checkpoint',
+  auto: 'auto',
+  fork: 'fork',
+  'restore-point': 'before-restore',
+  suspend: 'suspend',
+};
+
+export class EngineCore {
+  protected readonly episodes = new Map<string, EpisodeRecord>();
+  protected readonly hubs = new Map<string, ConsoleHub>();
+  readonly #hosts = new Map<string, VmHost>();
+  /** The vmhost's name for each live VM's current native instance: `vm-…#n`, new for every boot and restore. */
+  readonly #instances = new Map<string, string>();
+  readonly #owners = new Map<string, string>();
+  readonly #locks = new Map<string, Promise<unknown>>();
+  readonly #listeners = new Set<(event: EngineEvent) => void>();
+  readonly #autoTimers = new Map<string, NodeJS.Timeout>();
+  #instanceCount = 0;
+
+  constructor(
+    readonly store: SnapshotStore,
+    protected readonly options: EngineOptions,
+  ) {}
+
+  // ---- records, events, locks ----
+
+  protected episode(ref: string): EpisodeRecord {
+    return resolveRef([...this.episodes.values()], ref, 'episode');
+  }
+
+  protected vm(ref: string): VmRecord {
+    return resolveRef(
+      [...this.episodes.values()].flatMap((ep) => ep.vms),
+      ref,
+      'VM',
+    );
+  }
+
+  protected episodeOf(vm: VmRecord): EpisodeRecord {
+    const episode = this.episodes.get(vm.episode);
+    if (!episode) throw new ApiFailure(404, `the episode of ${vm.id} is gone`);
+    return episode;
+  }
+
+  protected episodeView(episode: EpisodeRecord): Episode {
+    const count = this.store.list(episode.id).length;
+    return episodeView(episode, count, this.store.episodeDiskBytes(episode.id));
+  }
+
+  protected async save(episode: EpisodeRecord): Promise<void> {
+    if (!this.episodes.has(episode.id)) return;
+    await this.store.saveEpisodeRecord(episode.id, episode);
+  }
+
+  protected emit(event: EngineEvent): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(event);
+      } catch (error) {
+        this.options.log(`engine: an event listener failed: ${(error as Error).message}`);
+      }
+    }
+  }
+
+  subscribe(listener: (event: EngineEvent) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Set when the engine stops: VM operations are refused with 503 from then on. */
+  protected stopping = false;
+
+  /** Runs `work` after every earlier operation on the same VM has finished: one operation per VM at a time. */
+  protected withLock<T>(id: string, work: () => Promise<T>): Promise<T> {
+    if (this.stopping) return Promise.reject(new ApiFailure(503, 'the engine is stopping'));
+    const before = this.#locks.get(id) ?? Promise.resolve();
+    const result = before.then(work, work);
+    const tail = result.catch(() => undefined);
+    this.#locks.set(id, tail);
+    void tail.then(() => {
+      if (this.#locks.get(id) === tail) this.#locks.delete(id);
+    });
+    return result;
+  }
+
+  protected async setState(
+    episode: EpisodeRecord,
+    vm: VmRecord,
+    state: VmState,
+    exit: VmExit | null = null,
+  ): Promise<void> {
+    const wasRunning = vm.state === 'running';
+    if (vm.state !== state || exit) {
+      const why = exit ? ` (${exit.reason}${exit.message ? `: ${exit.message}` : ''})` : '';
+      this.options.log(`engine: ${vm.id} (${vm.name}) ${vm.state} -> ${state}${why}`);
+    }
+    vm.state = state;
+    if (state === 'running' && !wasRunning) vm.runningSince = new Date().toISOString();
+    if (state !== 'running') vm.runningSince = null;
+    if (exit) vm.exit = exit;
+    if (state === 'running' || state === 'paused') vm.exit = null;
+    if (LIVE_STATES.has(state)) this.#armAutoCheckpoint(vm);
+    else this.#disarmAutoCheckpoint(vm.id);
+    await this.save(episode);
+    this.emit({ type: 'vm.updated', vm: vmView(vm) });
+    this.emit({ type: 'episode.updated', episode: this.episodeView(episode) });
+  }
+
+  protected requireLive(vm: VmRecord): void {
+    if (!this.#instances.has(vm.id) || !LIVE_STATES.has(vm.state)) {
+      throw new ApiFailure(409, `${vm.name} (${vm.id}) is ${vm.state}, not running`);
+    }
+  }
+
+  protected newVmRecord(episode: EpisodeRecord, cpus: number, memoryMiB: number, name: string): VmRecord {
+    const vm: VmRecord = {
+      id: newId('vm'),
+      name,
+      episode: episode.id,
+      state: 'creating',
+      snapshot: null,
+      parentVm: null,
+      created: new Date().toISOString(),
+      runningSince: null,
+      exit: null,
+      cpus,
+      memoryMiB,
+      layerHead: null,
+      suspendedAt: null,
+      resumeOnStart: false,
+      suspendedPaused: false,
+    };
+    episode.vms.push(vm);
+    return vm;
+  }
+
+  protected newChild(episode: EpisodeRecord, parent: VmRecord | null, snapshot: string): VmRecord {
+    const stem = parent ? parent.name : episode.name;
+    const taken = episode.vms.map((vm) => vm.name);
+    const child = this.newVmRecord(episode, parent?.cpus ?? 1, parent?.memoryMiB ?? 0, freshName(stem, taken));
+    const source = this.store.get(snapshot);
+    if (source) {
+      child.cpus = source.cpus;
+      child.memoryMiB = Math.round(source.memoryBytes / 2 ** 20);
+    }
+    child.parentVm = parent?.id ?? null;
+    child.snapshot = snapshot;
+    child.layerHead = snapshot;
+    return child;
+  }
+
+  /** Snapshot ids whose layers live VMs still need (their next checkpoint diffs against them). */
+  protected liveLayerHeads(): Set<string> {
+    const heads = new Set<string>();
+    for (const episode of this.episodes.values()) {
+      for (const vm of episode.vms) {
+        if (vm.layerHead) heads.add(vm.layerHead);
+        if (vm.suspendedAt) heads.add(vm.suspendedAt);
+      }
+      if (episode.base) heads.add(episode.base);
+    }
+    return heads;
+  }
+
+  // ---- vmhosts and consoles ----
+
+  protected host(episode: EpisodeRecord): VmHost {
+    const existing = this.#hosts.get(episode.id);
+    if (existing?.alive) return existing;
+    // An operation queued behind a delete must not bring a deleted episode's vmhost back.
+    if (this.episodes.get(episode.id) !== episode) throw new ApiFailure(404, `episode ${episode.id} was deleted`);
+    const host = new VmHost(episode.id);
+    this.#hosts.set(episode.id, host);
+    const failed = (what: string) => (error: unknown) =>
+      this.options.log(`engine: handling ${what} failed: ${(error as Error).message}`);
+    host.on('console', (instance, data) => this.#onConsole(instance, data));
+    host.on('exit', (instance, exit) => void this.#onExit(instance, exit).catch(failed(`the exit of ${instance}`)));
+    host.on('died', (how) => void this.#onHostDied(episode.id, how).catch(failed(`the end of a vmhost`)));
+    return host;
+  }
+
+  protected async closeHosts(): Promise<void> {
+    await Promise.all([...this.#hosts.values()].map((host) => host.close()));
+    this.#hosts.clear();
+  }
+
+  protected async closeHost(episodeId: string): Promise<void> {
+    await this.#hosts.get(episodeId)?.close();
+    this.#hosts.delete(episodeId);
+  }
+
+  protected hub(vm: VmRecord): ConsoleHub {
+    let hub = this.hubs.get(vm.id);
+    if (!hub) {
+      hub = new ConsoleHub({
+        vmId: vm.id,
+        castPath: path.join(this.options.home, 'consoles', `${vm.id}.cast`),
+        log: this.options.log,
+      });
+      this.hubs.set(vm.id, hub);
+    }
+    return hub;
+  }
+
+  protected async closeHub(id: string, reason: string): Promise<void> {
+    const hub = this.hubs.get(id);
+    this.hubs.delete(id);
+    await hub?.close(reason);
+  }
+
+  protected instance(vm: VmRecord): string {
+    const instance = this.#instances.get(vm.id);
+    if (!instance) throw new ApiFailure(409, `${vm.name} (${vm.id}) is ${vm.state}, not running`);
+    return instance;
+  }
+
+  /** A new native-instance name for `vm`, routed to it from now on (output of older instances is dropped). */
+  protected attach(vm: VmRecord): string {
+    this.hub(vm); // before the instance exists, so none of its output is dropped
+    const instance = `${vm.id}#${++this.#instanceCount}`;
+    this.#instances.set(vm.id, instance);
+    this.#owners.set(instance, vm.id);
+    return instance;
+  }
+
+  protected writeTo(vm: VmRecord, data: Buffer): void {
+    this.requireLive(vm);
+    const instance = this.instance(vm);
+    this.hub(vm).input(data);
+    // Typing races restores, resets and exits: input to an instance that just went is dropped, not fatal.
+    this.host(this.episodeOf(vm))
+      .request({ op: 'write', vm: instance, data })
+      .catch((error: unknown) =>
+        this.options.log(`engine: console input to ${instance} dropped: ${(error as Error).message}`),
+      );
+  }
+
+  readonly #shells = new Map<string, ConsoleShell>();
+
+  #onConsole(instance: string, data: Buffer): void {
+    const id = this.#owners.get(instance);
+    if (!id || this.#instances.get(id) !== instance) return;
+    this.#shells.get(id)?.feed(data);
+    this.hubs.get(id)?.push(data);
+  }
+
+  async #onExit(instance: string, exit: VmExit): Promise<void> {
+    const id = this.#owners.get(instance);
+    this.#owners.delete(instance);
+    if (!id || this.#instances.get(id) !== instance) return; // an instance the engine replaced or killed itself
+    this.#instances.delete(id);
+    const vm = this.vm(id);
+    this.hubs.get(id)?.marker(`exit ${exit.reason}${exit.message ? `: ${exit.message}` : ''}`);
+    await this.setState(this.episodeOf(vm), vm, 'stopped', exit);
+  }
+
+  async #onHostDied(episodeId: string, how: string): Promise<void> {
+    this.#hosts.delete(episodeId);
+    const episode = this.episodes.get(episodeId);
+    if (!episode) return;
+    this.options.log(`engine: the vmhost of ${episode.name} (${episodeId}) ended (${how})`);
+    for (const vm of episode.vms) {
+      const instance = this.#instances.get(vm.id);
+      if (!instance) continue;
+      this.#instances.delete(vm.id);
+      this.#owners.delete(instance);
+      this.hubs.get(vm.id)?.marker(`crashed: its vmhost ended (${how})`);
+      await this.setState(episode, vm, 'crashed', {
+        reason: 'crashed',
+        code: null,
+        message: `its vmhost process ended (${how})`,
+      });
+    }
+  }
+
+  // ---- the moves of a VM ----
+
+  /** Boots `vm` from its Smolfile: restores the base when there is one, else boots (and bakes the base). */
+  protected async bootFresh(episode: EpisodeRecord, vm: VmRecord, smolfile: Smolfile, plan: BootPlan): Promise<void> {
+    const base = plan.baseKey ? this.store.findBase(plan.baseKey) : undefined;
+    if (base) {
+      episode.base = base.id;
+      await this.restoreInto(episode, vm, base);
+      return;
+    }
+    const host = this.host(episode);
+    const instance = this.attach(vm);
+    this.hub(vm).marker('boot');
+    vm.snapshot = null;
+    vm.layerHead = null;
+    try {
+      await host.request({ op: 'create', vm: instance, options: plan.options });
+      if (!plan.baseKey) await host.request({ op: 'start', vm: instance });
+    } catch (error) {
+      await this.startFailed(episode, vm, error);
+    }
+    if (!plan.baseKey) {
+      await this.setState(episode, vm, 'running');
+      return;
+    }
+    const shell = new ConsoleShell((text) =>
+      host.request({ op: 'write', vm: instance, data: Buffer.from(text) }).catch(() => undefined),
+    );
+    this.#shells.set(vm.id, shell);
+    try {
+      await host.request({ op: 'start', vm: instance });
+      await this.setState(episode, vm, 'running');
+      await shell.waitFor(/smol-guest: ready/, BOOT_READY_MS);
+      await shell.run('true', BOOT_READY_MS);
+      const notes: string[] = [];
+      for (const command of plan.init) {
+        const { output, status } = await shell.run(command, INIT_COMMAND_MS);
+        notes.push(`$ ${command}\n${output}`);
+        if (status !== 0) {
+          throw new ApiFailure(
+            400,
+            `${smolfile.path}: init command ${command} failed with exit status ${status}:\n${output}`,
+          );
+        }
+      }
+      const snapshot = await this.checkpointVm(vm, 'base', { note: notes.join('').slice(-9000) }, plan.baseKey);
+      episode.base = snapshot.id;
+      await this.save(episode);
+    } finally {
+      this.#shells.delete(vm.id);
+    }
+  }
+
+  /** Puts `vm` on `snapshot`: a new native instance restored from it, running (or paused). */
+  protected async restoreInto(episode: EpisodeRecord, vm: VmRecord, snapshot: Snapshot, paused = false): Promise<void> {
+    const host = this.host(episode);
+    const instance = this.attach(vm);
+    try {
+      await host.request({ op: 'restore', vm: instance, dir: this.store.dirFor(snapshot.id) });
+      vm.snapshot = snapshot.id;
+      vm.layerHead = snapshot.id;
+      vm.cpus = snapshot.cpus;
+      vm.memoryMiB = Math.round(snapshot.memoryBytes / 2 ** 20);
+      await host.request({ op: 'start', vm: instance });
+      if (paused) await host.request({ op: 'pause', vm: instance });
+    } catch (error) {
+      await this.startFailed(episode, vm, error);
+    }
+    await this.setState(episode, vm, paused ? 'paused' : 'running');
+  }
+
+  /**
+   * A VM whose new instance could not be made or started: no instance is left behind, the VM is `crashed` with the
+   * reason (never `running` with nothing under it), and the error goes on to the caller.
+   */
+  protected async startFailed(episode: EpisodeRecord, vm: VmRecord, error: unknown): Promise<never> {
+    await this.killVm(vm);
+    if (this.episodes.get(episode.id) === episode) {
+      await this.setState(episode, vm, 'crashed', { reason: 'error', code: null, message: (error as Error).message });
+    }
+    throw error;
+  }
+
+  protected async checkpointVm(
+    vm: VmRecord,
+    kind: SnapshotKind,
+    request: CheckpointRequest,
+    baseKey?: string,
+  ): Promise<Snapshot> {
+    this.requireLive(vm);
+    const episode = this.episodeOf(vm);
+    const taken = this.store.list(episode.id).map((s) => s.name);
+    if (request.name !== undefined && taken.includes(request.name)) {
+      throw new ApiFailure(409, `${episode.name} has a snapshot named ${request.name} already`);
+    }
+    const name = request.name ?? freshName(KIND_STEMS[kind], taken, episode.counters);
+    const id = this.store.newSnapshotId();
+    const info = await this.host(episode).request(
+      { op: 'checkpoint', vm: this.instance(vm), dir: this.store.dirFor(id) },
+      (done, total) => this.emit({ type: 'progress', operation: kind, vm: vm.id, done, total }),
+    );
+    const snapshot = await this.store.publish({
+      id,
+      episode: kind === 'base' ? null : episode.id,
+      parent: kind === 'base' ? null : vm.snapshot,
+      vm: kind === 'base' ? null : vm.id,
+      kind,
+      name: kind === 'base' ? `base-${episode.name}` : name,
+      note: request.note ?? '',
+      layerParentDir: info.parentDir,
+      memoryBytes: info.memoryBytes,
+      cpus: info.cpus,
+      ...(baseKey ? { baseKey } : {}),
+    });
+    vm.snapshot = snapshot.id;
+    vm.layerHead = snapshot.id;
+    await this.save(episode);
+    this.hub(vm).marker(
+      `${KIND_STEMS[kind]} ${snapshot.name}${snapshot.note && kind !== 'base' ? `: ${snapshot.note}` : ''}`,
+    );
+    this.emit({ type: 'snapshot.created', snapshot });
+    this.emit({ type: 'vm.updated', vm: vmView(vm) });
+    if (kind === 'auto') await this.#pruneAuto(episode, vm);
+    return snapshot;
+  }
+
+  /** Checkpoints a live VM (kind `suspend`) and ends its instance; `start` restores it. */
+  protected async suspendVm(vm: VmRecord, byEngine: boolean): Promise<void> {
+    const episode = this.episodeOf(vm);
+    const paused = vm.state === 'paused';
+    // Paused first: what the guest would print between the capture and the kill would be shown and then lost.
+    const host = this.host(episode);
+    const instance = this.instance(vm);
+    if (!paused) await host.request({ op: 'pause', vm: instance });
+    let snapshot: Snapshot;
+    try {
+      snapshot = await this.checkpointVm(vm, 'suspend', {});
+    } catch (error) {
+      if (!paused) await host.request({ op: 'resume', vm: instance }).catch(() => undefined);
+      throw error;
+    }
+    await this.killVm(vm);
+    vm.suspendedAt = snapshot.id;
+    vm.suspendedPaused = paused;
+    vm.resumeOnStart = byEngine;
+    await this.setState(episode, vm, 'suspended');
+  }
+
+  /** Ends the VM's native instance, if it has one; its exit is not reported (the caller sets the new state). */
+  protected async killVm(vm: VmRecord): Promise<void> {
+    this.#disarmAutoCheckpoint(vm.id);
+    const instance = this.#instances.get(vm.id);
+    if (!instance) return;
+    this.#instances.delete(vm.id);
+    this.#owners.delete(instance);
+    const host = this.host(this.episodeOf(vm));
+    if (host.alive) await host.request({ op: 'kill', vm: instance }).catch(() => undefined);
+  }
+
+  /** A clean machine: the base snapshot restored, or a bare kernel booted afresh. Nothing of the VM's past stays. */
+  protected async resetVm(episode: EpisodeRecord, vm: VmRecord): Promise<void> {
+    await this.killVm(vm);
+    this.hub(vm).marker('reset');
+    vm.suspendedAt = null;
+    vm.resumeOnStart = false;
+    const base = episode.base ? this.store.get(episode.base) : undefined;
+    if (base) await this.restoreInto(episode, vm, base);
+    else {
+      const { loadSmolfile } = await import('../smolfile/smolfile.js');
+      const { smolfile } = await loadSmolfile(episode.smolfile.path).catch(() => ({ smolfile: null }));
+      if (!smolfile)
+        throw new ApiFailure(409, `cannot reset ${vm.name}: its Smolfile ${episode.smolfile.path} no longer loads`);
+      await this.bootFresh(episode, vm, smolfile, planBoot(smolfile));
+    }
+  }
+
+  // ---- automatic checkpoints ([snapshots] in the Smolfile) ----
+
+  #armAutoCheckpoint(vm: VmRecord): void {
+    if (this.#autoTimers.has(vm.id)) return;
+    const { everyMs } = this.episodeOf(vm).autoCheckpoint;
+    if (!everyMs) return;
+    const timer = setInterval(() => {
+      if (vm.state !== 'running') return;
+      void this.withLock(vm.id, () => this.checkpointVm(vm, 'auto', {})).catch((error: unknown) =>
+        this.options.log(`engine: automatic checkpoint of ${vm.id} failed: ${(error as Error).message}`),
+      );
+    }, everyMs);
+    timer.unref();
+    this.#autoTimers.set(vm.id, timer);
+  }
+
+  #disarmAutoCheckpoint(id: string): void {
+    clearInterval(this.#autoTimers.get(id));
+    this.#autoTimers.delete(id);
+  }
+
+  protected disarmAll(): void {
+    for (const id of [...this.#autoTimers.keys()]) this.#disarmAutoCheckpoint(id);
+  }
+
+  async #pruneAuto(episode: EpisodeRecord, vm: VmRecord): Promise<void> {
+    const { keep } = episode.autoCheckpoint;
+    const autos = this.store.list(episode.id).filter((s) => s.kind === 'auto' && s.vm === vm.id);
+    for (const old of autos.slice(0, Math.max(0, autos.length - keep))) {
+      await this.store.delete(old.id);
+      this.emit({ type: 'snapshot.deleted', id: old.id, episode: episode.id });
+    }
+    await this.store.gc(this.liveLayerHeads());
+  }
+}

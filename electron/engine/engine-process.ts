@@ -1,0 +1,182 @@
+// The engine process (docs/engine.md, "Processes"): takes the data dir's lock, opens the engine, serves the API on
+// the data dir's Unix socket, resumes what the last engine suspended, and suspends everything when told to stop.
+import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { startApiServer } from './api-server.js';
+import { Engine } from './engine.js';
+import { writeFileAtomic } from './atomic-file.js';
+import { enginePaths } from './engine-paths.js';
+
+/**
+ * Whether `pid` is a live process. A zombie counts as gone: an engine killed with SIGKILL stays one until its
+ * parent (often an init that reaps late, or never) collects it, and its lock must not outlive it that long.
+ */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return true; // no /proc: trust kill(0)
+  }
+}
+
+/**
+ * Takes the data dir's lock: a file created with O_EXCL holding our pid. A lock whose process is gone is taken
+ * over; one held by a live process means another engine serves this data dir (returns its pid). Taking over is
+ * itself guarded by an O_EXCL file, so two starters that both find a stale lock cannot both end up holding it.
+ */
+export function takeLock(lockFile: string): { ok: true; release: () => void } | { ok: false; holder: number } {
+  const guard = `${lockFile}.takeover`;
+  for (let attempt = 0; attempt < 50; attempt++) {
+    try {
+      const fd = openSync(lockFile, 'wx', 0o600);
+      writeSync(fd, `${process.pid}\n`);
+      closeSync(fd);
+      return {
+        ok: true,
+        release: () => {
+          try {
+            if (Number(readFileSync(lockFile, 'utf8')) === process.pid) unlinkSync(lockFile);
+          } catch {
+            // already gone
+          }
+        },
+      };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    // Our own pid in it is stale too: a container's engine is often pid 1 after every restart.
+    const holder = readPid(lockFile);
+    if (holder !== null && holder !== process.pid && pidAlive(holder)) return { ok: false, holder };
+    // Stale (its engine died), or removed since our open: remove it under the guard, then try again.
+    try {
+      const fd = openSync(guard, 'wx', 0o600);
+      writeSync(fd, `${process.pid}\n`);
+      closeSync(fd);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const guardHolder = readPid(guard);
+      if (guardHolder !== null && !pidAlive(guardHolder)) rmQuiet(guard); // its starter died mid-takeover
+      sleepSync(20);
+      continue;
+    }
+    try {
+      const again = readPid(lockFile);
+      // No pid in it: a starter between its create and its write, or one that died there (then the file ages).
+      if (again === null ? ageMs(lockFile) > 2000 : again === process.pid || !pidAlive(again)) rmQuiet(lockFile);
+    } finally {
+      rmQuiet(guard);
+    }
+  }
+  throw new Error(`cannot take the engine lock ${lockFile}`);
+}
+
+function readPid(file: string): number | null {
+  try {
+    const pid = Number(readFileSync(file, 'utf8').trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+function ageMs(file: string): number {
+  try {
+    return Date.now() - statSync(file).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+function rmQuiet(file: string): void {
+  try {
+    unlinkSync(file);
+  } catch {
+    // gone already
+  }
+}
+
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+function describe(reason: unknown): string {
+  return reason instanceof Error ? (reason.stack ?? reason.message) : String(reason);
+}
+
+/** Runs the engine until SIGTERM/SIGINT/SIGHUP or an API shutdown; resolves when it has suspended everything. */
+export async function runEngine(options: { home: string; version: string }): Promise<number> {
+  const paths = enginePaths(options.home);
+  mkdirSync(paths.home, { recursive: true, mode: 0o700 });
+  const log = (line: string) => {
+    const stamped = `${new Date().toISOString()} ${line}\n`;
+    // In the background stderr is the log file already (for crash output); in a terminal, show it there too.
+    if (process.stderr.isTTY) process.stderr.write(stamped);
+    try {
+      appendFileSync(paths.log, stamped);
+    } catch {
+      // logging must never take the engine down
+    }
+  };
+  const lock = takeLock(paths.lock);
+  if (!lock.ok) {
+    process.stderr.write(`smol engine: an engine (pid ${lock.holder}) already serves ${paths.home}\n`);
+    return 3;
+  }
+  let engine: Engine;
+  try {
+    engine = await Engine.open({ home: paths.home, version: options.version, log });
+  } catch (error) {
+    lock.release();
+    throw error;
+  }
+  const server = await startApiServer({ api: engine, socketPath: paths.socket });
+  await writeFileAtomic(
+    paths.info,
+    JSON.stringify({ pid: process.pid, version: options.version, started: new Date().toISOString() }),
+  );
+  log(`engine: serving ${paths.socket} (pid ${process.pid})`);
+
+  let stopping: Promise<void> | null = null;
+  let stopped!: () => void;
+  const done = new Promise<void>((resolve) => (stopped = resolve));
+  const stop = (why: string) => {
+    stopping ??= (async () => {
+      log(`engine: stopping (${why}): suspending running VMs`);
+      await engine.suspendAll();
+      await server.close();
+      try {
+        unlinkSync(paths.info);
+      } catch {
+        // fine
+      }
+      lock.release();
+      log('engine: stopped');
+      stopped();
+    })();
+    return stopping;
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGHUP', () => void stop('SIGHUP: its terminal closed'));
+  // A bug in one operation must not take every episode down: log it; a thrown exception also stops the engine,
+  // suspending what runs, since its state can no longer be trusted.
+  process.on('unhandledRejection', (reason) => log(`engine: BUG: unhandled rejection: ${describe(reason)}`));
+  process.on('uncaughtException', (error) => {
+    log(`engine: BUG: uncaught exception: ${describe(error)}`);
+    void stop('an uncaught exception');
+  });
+  engine.onShutdownRequest = () => void stop('asked through the API');
+  engine.listeners = {
+    add: (host, port) => server.addTcp({ host, port, token: randomBytes(24).toString('base64url') }),
+    close: (port) => server.closeTcp(port),
+  };
+  void engine.resumeSuspended();
+  await done;
+  return 0;
+}

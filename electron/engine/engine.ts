@@ -1,0 +1,448 @@
+// The engine (docs/engine.md): episodes and their VMs, each episode's VMs in one vmhost process, snapshots in the
+// store, consoles in hubs. This file is the API's operations; engine-core.ts is the machinery under them. Every
+// change is persisted before it is announced, and announced as an event.
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { ApiFailure, type ConsoleAttachment, type ConsoleViewer, type EngineApi } from '../api/engine-api.js';
+import type {
+  CheckpointRequest,
+  CreateEpisodeRequest,
+  CreateEpisodeResponse,
+  Episode,
+  ForkResponse,
+  GcResult,
+  Health,
+  ListenRequest,
+  Listener,
+  Logs,
+  MemoryStats,
+  RestoreResponse,
+  Screen,
+  Snapshot,
+  UpdateSnapshotRequest,
+  Vm,
+} from '../api/schema.js';
+import { formatProblem, loadSmolfile } from '../smolfile/smolfile.js';
+import { planBoot } from './boot-plan.js';
+import { EngineCore, type EngineOptions } from './engine-core.js';
+import { EpisodeRecord, LIVE_STATES, freshName, vmView } from './episode-registry.js';
+import { SnapshotStore, newId } from './snapshot-store.js';
+
+export type { EngineOptions } from './engine-core.js';
+
+export class Engine extends EngineCore implements EngineApi {
+  readonly #started = new Date().toISOString();
+  #shuttingDown: Promise<void> | null = null;
+
+  /** Opens the store (recovering it), loads the episodes and resumes the VMs the last engine suspended. */
+  static async open(options: EngineOptions): Promise<Engine> {
+    const store = await SnapshotStore.open(options.home, options.log);
+    const engine = new Engine(store, options);
+    await engine.#load();
+    return engine;
+  }
+
+  async #load(): Promise<void> {
+    for (const { id, record } of this.store.loadEpisodeRecords()) {
+      const parsed = EpisodeRecord.safeParse(record);
+      if (!parsed.success) {
+        this.options.log(`engine: episode ${id} is unreadable and was skipped: ${parsed.error.issues[0]?.message}`);
+        continue;
+      }
+      const episode = parsed.data;
+      this.episodes.set(episode.id, episode);
+      for (const vm of episode.vms) {
+        if (LIVE_STATES.has(vm.state)) {
+          // The previous engine ended without suspending it (killed): its process went with it.
+          vm.state = 'crashed';
+          vm.runningSince = null;
+          vm.exit = { reason: 'crashed', code: null, message: 'the engine ended while this VM ran' };
+          this.options.log(`engine: ${vm.id} (${vm.name}) was running when the last engine ended: marked crashed`);
+        }
+      }
+      await this.save(episode);
+    }
+    const { removed } = await this.store.gc(this.liveLayerHeads());
+    if (removed.length > 0)
+      this.options.log(`engine: removed ${removed.length} unneeded deleted snapshot(s) at start-up`);
+  }
+
+  /** Resumes the VMs that the last engine suspended when it stopped; failures are logged and leave them suspended. */
+  async resumeSuspended(): Promise<void> {
+    const waiting = [...this.episodes.values()].flatMap((ep) => ep.vms.filter((vm) => vm.resumeOnStart));
+    await Promise.all(
+      waiting.map((vm) =>
+        this.start(vm.id).catch((error: unknown) =>
+          this.options.log(`engine: could not resume ${vm.id}: ${(error as Error).message}`),
+        ),
+      ),
+    );
+  }
+
+  // ---- queries ----
+
+  health(): Health {
+    return { version: this.options.version, pid: process.pid, home: this.options.home, started: this.#started };
+  }
+
+  listEpisodes(): Episode[] {
+    return [...this.episodes.values()].map((ep) => this.episodeView(ep));
+  }
+
+  getEpisode(ref: string): Episode {
+    return this.episodeView(this.episode(ref));
+  }
+
+  listVms(): Vm[] {
+    return [...this.episodes.values()].flatMap((ep) => ep.vms.map(vmView));
+  }
+
+  getVm(ref: string): Vm {
+    return vmView(this.vm(ref));
+  }
+
+  listSnapshots(episodeRef: string): Snapshot[] {
+    const episode = this.episode(episodeRef);
+    const base = episode.base ? this.store.get(episode.base) : undefined;
+    return [...(base ? [base] : []), ...this.store.list(episode.id)];
+  }
+
+  getSnapshot(ref: string): Snapshot {
+    return this.store.resolve(ref);
+  }
+
+  logs(vmRef: string, tailLines?: number): Logs {
+    return this.hub(this.vm(vmRef)).logs(tailLines);
+  }
+
+  screen(vmRef: string): Screen {
+    return this.hub(this.vm(vmRef)).screen();
+  }
+
+  recording(vmRef: string): string {
+    return this.hub(this.vm(vmRef)).recordingText();
+  }
+
+  // ---- episodes ----
+
+  async createEpisode(request: CreateEpisodeRequest): Promise<CreateEpisodeResponse> {
+    const file = path.resolve(request.smolfile);
+    let result;
+    try {
+      result = await loadSmolfile(file);
+    } catch (error) {
+      throw new ApiFailure(400, (error as Error).message);
+    }
+    if (!result.smolfile) {
+      const errors = result.problems.filter((p) => p.severity === 'error').map((p) => formatProblem(file, p));
+      throw new ApiFailure(400, `the Smolfile has errors:\n${errors.join('\n')}`);
+    }
+    const smolfile = result.smolfile;
+    const plan = planBoot(smolfile);
+    const text = await readFile(file, 'utf8');
+    // From here to `episodes.set` nothing awaits: two concurrent `up`s cannot take the same name.
+    const names = [...this.episodes.values()].map((ep) => ep.name);
+    if (request.name && names.includes(request.name)) {
+      throw new ApiFailure(409, `an episode named ${request.name} exists already`);
+    }
+    const stem = path.basename(file).replace(/\.smolfile$|\.toml$/, '') || 'episode';
+    const episode: EpisodeRecord = {
+      format: 1,
+      id: newId('ep'),
+      name: request.name ?? freshName(stem, names),
+      smolfile: { path: file, text },
+      created: new Date().toISOString(),
+      base: null,
+      vms: [],
+      autoCheckpoint: { everyMs: smolfile.snapshots.autoCheckpointMs, keep: smolfile.snapshots.keep },
+      counters: {},
+    };
+    const vm = this.newVmRecord(episode, smolfile.cpus, smolfile.memoryMiB, episode.name);
+    this.episodes.set(episode.id, episode);
+    await this.save(episode);
+    this.emit({ type: 'episode.created', episode: this.episodeView(episode) });
+    try {
+      await this.withLock(vm.id, () => this.bootFresh(episode, vm, smolfile, plan));
+    } catch (error) {
+      await this.killVm(vm);
+      if (vm.state !== 'crashed')
+        await this.setState(episode, vm, 'crashed', {
+          reason: 'error',
+          code: null,
+          message: (error as Error).message,
+        });
+      throw error;
+    }
+    return { episode: this.episodeView(episode), vm: vmView(vm) };
+  }
+
+  async deleteEpisode(ref: string, force: boolean): Promise<void> {
+    const episode = this.episode(ref);
+    const live = episode.vms.filter((vm) => LIVE_STATES.has(vm.state));
+    if (live.length > 0 && !force) {
+      throw new ApiFailure(409, `${episode.name} has ${live.length} running VM(s); stop them or use --force`);
+    }
+    await Promise.all(episode.vms.map((vm) => this.withLock(vm.id, () => this.killVm(vm))));
+    await this.closeHost(episode.id);
+    for (const vm of episode.vms) await this.closeHub(vm.id, 'the episode was deleted');
+    this.episodes.delete(episode.id);
+    await this.store.deleteEpisode(episode.id, this.liveLayerHeads());
+    await this.store.removeEpisodeRecord(episode.id);
+    this.emit({ type: 'episode.deleted', id: episode.id });
+  }
+
+  // ---- VM operations ----
+
+  checkpoint(vmRef: string, request: CheckpointRequest): Promise<Snapshot> {
+    const vm = this.vm(vmRef);
+    return this.withLock(vm.id, () => this.checkpointVm(vm, 'manual', request));
+  }
+
+  forkVm(vmRef: string, count: number): Promise<ForkResponse> {
+    const vm = this.vm(vmRef);
+    const episode = this.episodeOf(vm);
+    return this.withLock(vm.id, async () => {
+      this.requireLive(vm);
+      const host = this.host(episode);
+      const wasRunning = vm.state === 'running';
+      if (wasRunning) await host.request({ op: 'pause', vm: this.instance(vm) });
+      // The children are locked until they run: an `rm` of one waits for the fork instead of racing it.
+      let release = () => {};
+      const held = new Promise<void>((resolve) => (release = resolve));
+      try {
+        // Paused from here to the fork, so the children start exactly at the fork point.
+        const point = await this.checkpointVm(vm, 'fork', {});
+        const children = Array.from({ length: count }, () => this.newChild(episode, vm, point.id));
+        for (const child of children) void this.withLock(child.id, () => held).catch(() => undefined);
+        await this.save(episode);
+        for (const child of children) this.emit({ type: 'vm.updated', vm: vmView(child) });
+        // Each child's console starts with the parent's screen at the fork point.
+        await this.hubs.get(vm.id)?.settled();
+        const screen = this.hubs.get(vm.id)?.screen().serialized;
+        for (const child of children) {
+          if (screen) this.hub(child).push(Buffer.from(screen));
+          this.hub(child).marker(`forked from ${vm.name} at ${point.name}`);
+        }
+        const instances = children.map((child) => this.attach(child));
+        try {
+          await host.request({ op: 'fork', vm: this.instance(vm), children: instances });
+        } catch (error) {
+          const exit = { reason: 'error', code: null, message: `the fork failed: ${(error as Error).message}` };
+          for (const child of children) {
+            await this.killVm(child);
+            await this.setState(episode, child, 'crashed', exit);
+          }
+          throw error;
+        }
+        for (const child of children) await this.setState(episode, child, 'running');
+        this.hub(vm).marker(`fork ×${count} at ${point.name}`);
+        return { children: children.map(vmView), snapshot: point };
+      } finally {
+        release();
+        if (wasRunning && LIVE_STATES.has(vm.state)) await host.request({ op: 'resume', vm: this.instance(vm) });
+      }
+    });
+  }
+
+  async forkSnapshot(snapshotRef: string, count: number): Promise<ForkResponse> {
+    const snapshot = this.store.resolve(snapshotRef);
+    if (!snapshot.episode)
+      throw new ApiFailure(400, `${snapshot.id} is a base snapshot: fork a VM or an episode's snapshot`);
+    const episode = this.episode(snapshot.episode);
+    const source = episode.vms.find((vm) => vm.id === snapshot.vm);
+    const children = Array.from({ length: count }, () => this.newChild(episode, source ?? null, snapshot.id));
+    await this.save(episode);
+    await Promise.all(
+      children.map((child) =>
+        this.withLock(child.id, async () => {
+          this.hub(child).marker(`forked from ${snapshot.name}`);
+          await this.restoreInto(episode, child, snapshot);
+        }),
+      ),
+    );
+    return { children: children.map(vmView), snapshot: null };
+  }
+
+  restore(vmRef: string, snapshotRef: string): Promise<RestoreResponse> {
+    const vm = this.vm(vmRef);
+    const episode = this.episodeOf(vm);
+    const target = this.store.resolve(snapshotRef, episode.id);
+    if (target.episode !== episode.id && target.id !== episode.base) {
+      throw new ApiFailure(400, `${target.name} (${target.id}) belongs to another episode`);
+    }
+    return this.withLock(vm.id, async () => {
+      let savedAs: Snapshot | null = null;
+      if (LIVE_STATES.has(vm.state)) savedAs = await this.checkpointVm(vm, 'restore-point', {});
+      else if (vm.suspendedAt) savedAs = this.store.get(vm.suspendedAt) ?? null;
+      await this.killVm(vm);
+      vm.suspendedAt = null; // where it was is `savedAs` now; a suspended VM restored is no longer suspended
+      vm.resumeOnStart = false;
+      this.hub(vm).marker(`restore ${target.name}`); // before it runs: what follows is the restored VM's
+      await this.restoreInto(episode, vm, target);
+      return { vm: vmView(vm), savedAs };
+    });
+  }
+
+  stop(vmRef: string): Promise<Vm> {
+    const vm = this.vm(vmRef);
+    return this.withLock(vm.id, async () => {
+      this.requireLive(vm);
+      await this.suspendVm(vm, false);
+      return vmView(vm);
+    });
+  }
+
+  start(vmRef: string): Promise<Vm> {
+    const vm = this.vm(vmRef);
+    const episode = this.episodeOf(vm);
+    return this.withLock(vm.id, async () => {
+      if (LIVE_STATES.has(vm.state)) throw new ApiFailure(409, `${vm.name} is ${vm.state} already`);
+      const suspended = vm.state === 'suspended' && vm.suspendedAt ? this.store.get(vm.suspendedAt) : undefined;
+      if (suspended) {
+        const paused = vm.suspendedPaused;
+        this.hub(vm).marker(`resume from ${suspended.name}`);
+        await this.restoreInto(episode, vm, suspended, paused);
+      } else {
+        await this.resetVm(episode, vm);
+      }
+      vm.resumeOnStart = false;
+      vm.suspendedAt = null;
+      await this.save(episode);
+      return vmView(vm);
+    });
+  }
+
+  pause(vmRef: string): Promise<Vm> {
+    const vm = this.vm(vmRef);
+    return this.withLock(vm.id, async () => {
+      if (vm.state !== 'running') throw new ApiFailure(409, `${vm.name} is ${vm.state}, not running`);
+      await this.host(this.episodeOf(vm)).request({ op: 'pause', vm: this.instance(vm) });
+      await this.setState(this.episodeOf(vm), vm, 'paused');
+      return vmView(vm);
+    });
+  }
+
+  resume(vmRef: string): Promise<Vm> {
+    const vm = this.vm(vmRef);
+    return this.withLock(vm.id, async () => {
+      if (vm.state !== 'paused') throw new ApiFailure(409, `${vm.name} is ${vm.state}, not paused`);
+      await this.host(this.episodeOf(vm)).request({ op: 'resume', vm: this.instance(vm) });
+      await this.setState(this.episodeOf(vm), vm, 'running');
+      return vmView(vm);
+    });
+  }
+
+  reset(vmRef: string): Promise<Vm> {
+    const vm = this.vm(vmRef);
+    return this.withLock(vm.id, async () => {
+      await this.resetVm(this.episodeOf(vm), vm);
+      return vmView(vm);
+    });
+  }
+
+  removeVm(vmRef: string, force: boolean): Promise<void> {
+    const vm = this.vm(vmRef);
+    const episode = this.episodeOf(vm);
+    return this.withLock(vm.id, async () => {
+      if (LIVE_STATES.has(vm.state) && !force) {
+        throw new ApiFailure(409, `${vm.name} is ${vm.state}; stop it first or use --force`);
+      }
+      await this.killVm(vm);
+      await this.closeHub(vm.id, 'the VM was removed');
+      episode.vms = episode.vms.filter((other) => other.id !== vm.id);
+      vm.state = 'destroyed';
+      await this.save(episode);
+      this.emit({ type: 'vm.removed', id: vm.id, episode: episode.id });
+      this.emit({ type: 'episode.updated', episode: this.episodeView(episode) });
+    });
+  }
+
+  async memoryStats(vmRef: string): Promise<MemoryStats> {
+    const vm = this.vm(vmRef);
+    this.requireLive(vm);
+    return await this.host(this.episodeOf(vm)).request({ op: 'stats', vm: this.instance(vm) });
+  }
+
+  writeConsole(vmRef: string, data: string): void {
+    const vm = this.vm(vmRef);
+    this.writeTo(vm, Buffer.from(data));
+  }
+
+  attachConsole(vmRef: string, viewer: ConsoleViewer): ConsoleAttachment {
+    const vm = this.vm(vmRef);
+    const attachment = this.hub(vm).attach(viewer);
+    return {
+      write: (data) => this.writeTo(vm, typeof data === 'string' ? Buffer.from(data) : data),
+      detach: () => attachment.detach(),
+    };
+  }
+
+  async updateSnapshot(ref: string, request: UpdateSnapshotRequest): Promise<Snapshot> {
+    const snapshot = await this.store.update(this.store.resolve(ref).id, request);
+    this.emit({ type: 'snapshot.updated', snapshot });
+    return snapshot;
+  }
+
+  async deleteSnapshot(ref: string): Promise<void> {
+    const snapshot = this.store.resolve(ref);
+    if (snapshot.kind === 'base') throw new ApiFailure(409, `${snapshot.id} is a base snapshot; delete its episodes`);
+    await this.store.delete(snapshot.id);
+    this.emit({ type: 'snapshot.deleted', id: snapshot.id, episode: snapshot.episode });
+    await this.store.gc(this.liveLayerHeads());
+  }
+
+  gc(): Promise<GcResult> {
+    return this.store.gc(this.liveLayerHeads());
+  }
+
+  /** Set by the engine process: its API server's TCP listeners, for `smol serve`. */
+  listeners: {
+    add: (host: string, port: number) => Promise<Listener>;
+    close: (port: number) => Promise<boolean>;
+  } | null = null;
+
+  async listen(request: ListenRequest): Promise<Listener> {
+    if (!this.listeners) throw new ApiFailure(503, 'this engine cannot open TCP listeners');
+    try {
+      const listener = await this.listeners.add(request.host, request.port);
+      this.options.log(`engine: listening on ${request.host}:${listener.port} (token required)`);
+      return listener;
+    } catch (error) {
+      throw new ApiFailure(400, `cannot listen on ${request.host}:${request.port}: ${(error as Error).message}`);
+    }
+  }
+
+  async unlisten(port: number): Promise<void> {
+    if (!(await this.listeners?.close(port))) throw new ApiFailure(404, `no TCP listener on port ${port}`);
+    this.options.log(`engine: stopped listening on port ${port}`);
+  }
+
+  /** Set by the engine process: how an API request to stop the engine ends it (after answering). */
+  onShutdownRequest: (() => void) | null = null;
+
+  async shutdown(): Promise<void> {
+    if (this.onShutdownRequest) setImmediate(this.onShutdownRequest);
+    else await this.suspendAll();
+  }
+
+  /** Suspends every live VM (resumed when an engine starts again), then ends the vmhosts. */
+  suspendAll(): Promise<void> {
+    this.#shuttingDown ??= (async () => {
+      this.disarmAll();
+      // Every VM, after whatever is queued on it already (a queued start makes it live): live ones are suspended.
+      const all = [...this.episodes.values()].flatMap((ep) => ep.vms);
+      const suspended = all.map((vm) =>
+        this.withLock(vm.id, async () => {
+          if (LIVE_STATES.has(vm.state)) await this.suspendVm(vm, true);
+        }).catch((error: unknown) =>
+          this.options.log(`engine: could not suspend ${vm.id}: ${(error as Error).message}`),
+        ),
+      );
+      this.stopping = true; // operations asked for from now on are refused
+      await Promise.all(suspended);
+      await this.closeHosts();
+      await Promise.all([...this.hubs.keys()].map((id) => this.closeHub(id, 'the engine stopped')));
+    })();
+    return this.#shuttingDown;
+  }
+}

@@ -1,0 +1,35 @@
+// Messages between the engine and a vmhost process (docs/engine.md, "Processes"), over Node's IPC channel with
+// advanced serialization, so console bytes travel as Buffers.
+import type { CheckpointInfo, MemoryStats, VmExit, VmOptions } from '../vmm/vm.js';
+
+export type HostRequest =
+  | { op: 'create'; vm: string; options: VmOptions }
+  | { op: 'restore'; vm: string; dir: string }
+  | { op: 'start' | 'pause' | 'resume' | 'kill' | 'stats'; vm: string }
+  | { op: 'write'; vm: string; data: Buffer }
+  | { op: 'checkpoint'; vm: string; dir: string }
+  /** Children get the given ids; they are running when the reply comes. */
+  | { op: 'fork'; vm: string; children: string[] };
+
+export interface HostResults {
+  create: null;
+  restore: null;
+  start: null;
+  pause: null;
+  resume: null;
+  kill: null;
+  stats: MemoryStats;
+  write: number;
+  checkpoint: CheckpointInfo;
+  fork: null;
+}
+
+export type HostMessageIn = HostRequest & { seq: number };
+
+export type HostMessageOut =
+  | { kind: 'reply'; seq: number; ok: true; result: unknown }
+  | { kind: 'reply'; seq: number; ok: false; error: string }
+  | { kind: 'console'; vm: string; data: Uint8Array }
+  | { kind: 'exit'; vm: string; exit: VmExit }
+  | { kind: 'progress'; seq: number; done: number; total: number }
+  | { kind: 'ready'; pid: number };

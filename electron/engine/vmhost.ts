@@ -1,0 +1,125 @@
+// The engine's side of a vmhost process: requests with replies, and the VMs' console output and exits as events.
+// When the process dies, every pending request fails and `died` says how (docs/engine.md, "Processes").
+import { fork, type ChildProcess } from 'node:child_process';
+import { EventEmitter } from 'node:events';
+import path from 'node:path';
+import { packageRoot } from '../package-root.js';
+import type { VmExit } from '../vmm/vm.js';
+import type { HostMessageOut, HostRequest, HostResults } from './vmhost-protocol.js';
+
+interface VmHostEvents {
+  console: [vm: string, data: Buffer];
+  exit: [vm: string, exit: VmExit];
+  /** The process ended without being asked to: `how` is its exit code or signal. */
+  died: [how: string];
+}
+
+interface Pending {
+  resolve: (value: unknown) => void;
+  reject: (error: Error) => void;
+  onProgress?: (done: number, total: number) => void;
+}
+
+const MAIN = path.join(packageRoot, 'dist', 'electron', 'engine', 'vmhost-main.js');
+
+export class VmHost extends EventEmitter<VmHostEvents> {
+  readonly #child: ChildProcess;
+  readonly #pending = new Map<number, Pending>();
+  readonly ready: Promise<void>;
+  #seq = 0;
+  #closing = false;
+  #dead: string | null = null;
+  #disconnected = false;
+
+  constructor(readonly label: string) {
+    super();
+    this.#child = fork(MAIN, [], {
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, SMOL_VMHOST: label },
+    });
+    this.ready = new Promise((resolve, reject) => {
+      this.#child.once('message', () => resolve());
+      this.#child.once('exit', () => reject(new Error(`the vmhost for ${label} ended before it was ready`)));
+    });
+    this.ready.catch(() => undefined);
+    this.#child.on('message', (message: HostMessageOut) => this.#onMessage(message));
+    this.#child.on('exit', (code, signal) => this.#onExit(signal ? `signal ${signal}` : `exit code ${code}`));
+    // Without a listener, a failed spawn or a send on a closed channel would be thrown into the engine.
+    this.#child.on('error', (error) => {
+      if (this.#child.exitCode === null && this.#child.signalCode === null && this.#child.pid === undefined)
+        this.#onExit(`it could not start: ${error.message}`);
+    });
+    this.#child.on('disconnect', () => (this.#disconnected = true));
+  }
+
+  get pid(): number | undefined {
+    return this.#child.pid;
+  }
+
+  get alive(): boolean {
+    return this.#dead === null && !this.#disconnected;
+  }
+
+  async request<R extends HostRequest>(
+    request: R,
+    onProgress?: (done: number, total: number) => void,
+  ): Promise<HostResults[R['op']]> {
+    if (!this.alive) throw new Error(`the vmhost for ${this.label} is gone (${this.#dead ?? 'disconnected'})`);
+    await this.ready;
+    const seq = ++this.#seq;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(seq, { resolve: resolve as (value: unknown) => void, reject, onProgress });
+      this.#child.send({ ...request, seq }, (error) => {
+        if (!error) return;
+        this.#pending.delete(seq);
+        reject(new Error(`the vmhost for ${this.label} is gone (${error.message})`));
+      });
+    });
+  }
+
+  /** Ends the process (its VMs die with it); resolves once it has gone. */
+  async close(): Promise<void> {
+    this.#closing = true;
+    if (this.#dead || this.#child.exitCode !== null || this.#child.signalCode !== null) return;
+    const gone = new Promise<void>((resolve) => this.#child.once('exit', () => resolve()));
+    this.#child.kill('SIGKILL');
+    await gone;
+  }
+
+  #onMessage(message: HostMessageOut): void {
+    switch (message.kind) {
+      case 'reply': {
+        const pending = this.#pending.get(message.seq);
+        this.#pending.delete(message.seq);
+        if (message.ok) pending?.resolve(message.result);
+        else pending?.reject(new Error(message.error));
+        break;
+      }
+      case 'progress':
+        this.#pending.get(message.seq)?.onProgress?.(message.done, message.total);
+        break;
+      case 'console':
+        this.emit(
+          'console',
+          message.vm,
+          Buffer.from(message.data.buffer, message.data.byteOffset, message.data.length),
+        );
+        break;
+      case 'exit':
+        this.emit('exit', message.vm, message.exit);
+        break;
+      case 'ready':
+        break;
+    }
+  }
+
+  #onExit(how: string): void {
+    if (this.#dead) return;
+    this.#dead = how;
+    const error = new Error(`the vmhost for ${this.label} ended (${how})`);
+    for (const pending of this.#pending.values()) pending.reject(error);
+    this.#pending.clear();
+    if (!this.#closing) this.emit('died', how);
+  }
+}
