@@ -18,7 +18,8 @@ export default defineConfig({
       {
         test: {
           name: 'vmm',
-          include: ['tests/vmm/**/*.test.ts'],
+          // The engine's end-to-end tests run tiny guests too, so they belong with the VMM tests.
+          include: ['tests/vmm/**/*.test.ts', 'tests/engine/**/*.test.ts'],
           environment: 'node',
           // VMs are heavy, and the native module installs a process-wide signal handler (SIGUSR2):
           // one file at a time, each in its own child process.

@@ -2,19 +2,79 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../package-root.js';
-import { runBench } from './bench.js';
-import { runBoot } from './boot.js';
-import { runDoctor } from './doctor.js';
 import { CommandError, EXIT_USAGE, UsageError } from './errors.js';
-import { runGuest } from './guest.js';
-import { runValidate } from './validate.js';
 
-const COMMANDS: Record<string, { summary: string; run: (argv: string[]) => Promise<number> }> = {
-  boot: { summary: 'boot a kernel with its serial console on this terminal', run: runBoot },
-  doctor: { summary: 'check that this machine can run VMs, and say how to fix it', run: runDoctor },
-  bench: { summary: 'run a benchmark and print medians and p90', run: runBench },
-  guest: { summary: 'build or inspect the Linux guest kernel and initramfs', run: runGuest },
-  validate: { summary: 'check a Smolfile and print its problems with their lines', run: runValidate },
+type Run = (argv: string[]) => Promise<number>;
+
+// Each command's module is loaded only when that command runs: the engine's commands pull in zod, ws and a
+// headless terminal, and a command such as `smol ls` should not pay for all of them.
+const COMMANDS: Record<string, { summary: string; run: () => Promise<Run> }> = {
+  boot: {
+    summary: 'boot a kernel with its serial console on this terminal',
+    run: async () => (await import('./boot.js')).runBoot,
+  },
+  doctor: {
+    summary: 'check that this machine can run VMs, and say how to fix it',
+    run: async () => (await import('./doctor.js')).runDoctor,
+  },
+  bench: {
+    summary: 'run a benchmark and print medians and p90',
+    run: async () => (await import('./bench.js')).runBench,
+  },
+  guest: {
+    summary: 'build or inspect the Linux guest kernel and initramfs',
+    run: async () => (await import('./guest.js')).runGuest,
+  },
+  validate: {
+    summary: 'check a Smolfile and print its problems with their lines',
+    run: async () => (await import('./validate.js')).runValidate,
+  },
+  up: {
+    summary: 'start a new episode from a Smolfile',
+    run: async () => (await import('./episode-commands.js')).runUp,
+  },
+  ls: { summary: 'list episodes and their VMs', run: async () => (await import('./episode-commands.js')).runLs },
+  logs: {
+    summary: "print a VM's recent console output",
+    run: async () => (await import('./console-commands.js')).runLogs,
+  },
+  console: {
+    summary: "attach this terminal to a VM's console (or --send TEXT)",
+    run: async () => (await import('./console-commands.js')).runConsole,
+  },
+  checkpoint: {
+    summary: 'snapshot a running VM',
+    run: async () => (await import('./episode-commands.js')).runCheckpoint,
+  },
+  fork: {
+    summary: 'start new VMs from a running VM or a snapshot',
+    run: async () => (await import('./episode-commands.js')).runFork,
+  },
+  restore: {
+    summary: 'move a VM to a snapshot (where it was is saved first)',
+    run: async () => (await import('./episode-commands.js')).runRestore,
+  },
+  snapshots: {
+    summary: "list an episode's snapshots (--tree for the tree)",
+    run: async () => (await import('./episode-commands.js')).runSnapshots,
+  },
+  stop: { summary: 'suspend a VM to a snapshot', run: async () => (await import('./episode-commands.js')).runStop },
+  start: { summary: 'continue a suspended VM', run: async () => (await import('./episode-commands.js')).runStart },
+  pause: { summary: "stop a VM's vCPUs", run: async () => (await import('./episode-commands.js')).runPause },
+  resume: { summary: 'let a paused VM run', run: async () => (await import('./episode-commands.js')).runResume },
+  reset: {
+    summary: "put a VM back on its Smolfile's base snapshot",
+    run: async () => (await import('./episode-commands.js')).runReset,
+  },
+  rm: { summary: 'remove VMs or episodes', run: async () => (await import('./episode-commands.js')).runRm },
+  serve: {
+    summary: 'open the engine API on a TCP port with a token (prints the URL)',
+    run: async () => (await import('./serve-command.js')).runServe,
+  },
+  engine: {
+    summary: 'run, inspect or stop the engine of a data dir',
+    run: async () => (await import('./engine-command.js')).runEngineCommand,
+  },
 };
 
 const NAME_WIDTH = Math.max(...Object.keys(COMMANDS).map((name) => name.length)) + 2;
@@ -52,7 +112,9 @@ export async function main(argv: string[]): Promise<number> {
     }
     const entry = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
     if (!entry) throw new UsageError('', `unknown command ${command} (commands: ${Object.keys(COMMANDS).join(', ')})`);
-    return await entry.run(rest);
+    return await (
+      await entry.run()
+    )(rest);
   } catch (err) {
     return reportError(err);
   }
