@@ -24,13 +24,15 @@ describe('smol bench arguments', () => {
   });
 
   it('needs a benchmark name, first', () => {
-    expect(() => parseBenchArgs([])).toThrow('name a benchmark: vm-create, boot, snapshot, restore, fork, fanout');
+    expect(() => parseBenchArgs([])).toThrow(
+      'name a benchmark: vm-create, boot, snapshot, restore, fork, fanout, reset',
+    );
     expect(() => parseBenchArgs(['--json', 'vm-create'])).toThrow('the benchmark name comes first (got --json)');
   });
 
   it('names the benchmarks it knows when given another', () => {
     expect(() => parseBenchArgs(['forks'])).toThrow(
-      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout)',
+      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout, reset)',
     );
   });
 
@@ -109,6 +111,20 @@ describe('smol bench arguments', () => {
       '--forks must be an integer from 1 to 1024 (got 1025)',
     );
     expect(() => parseBenchArgs(['fork', '--forks', '2'])).toThrow('--forks is an option of the fanout benchmark only');
+  });
+
+  it('reset defaults to 20 runs of a shipped Smolfile, and takes -f', () => {
+    const parsed = parseBenchArgs(['reset']);
+    expect(parsed).toMatchObject({ name: 'reset', json: false, runs: 20 });
+    expect(path.basename((parsed as { smolfile: string }).smolfile)).toMatch(/^(shell|echo)\.smolfile$/);
+    expect(parseBenchArgs(['reset', '-f', 'my.smolfile', '--runs', '5'])).toEqual({
+      name: 'reset',
+      json: false,
+      runs: 5,
+      smolfile: path.resolve('my.smolfile'),
+    });
+    expect(() => parseBenchArgs(['reset', '--cpus', '2'])).toThrow('--cpus is not an option of the reset benchmark');
+    expect(() => parseBenchArgs(['fork', '-f', 'x'])).toThrow('--file is an option of the reset benchmark only');
   });
 
   it('refuses Linux guest options for the tiny-guest benchmarks, pointing restore at --linux', () => {

@@ -2,16 +2,18 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { benchBoot, type BootBenchResult } from '../bench/boot.js';
+import { benchReset } from '../bench/reset.js';
 import { benchRestoreLinux } from '../bench/restore-linux.js';
 import { benchSnapshot, type SnapshotBenchResult, type TinySnapshotBench } from '../bench/snapshot.js';
 import { benchVmCreate, type BenchResult } from '../bench/vm-create.js';
 import { findGuestAssets, GUEST_CMDLINE } from '../guest/guest-assets.js';
+import { packageRoot } from '../package-root.js';
 import { tinyGuestDir } from '../smol-dirs.js';
 import { VM_LIMITS } from '../vmm/vm-options.js';
 import { parseFlags, parseIntegerFlag } from './args.js';
 import { CommandError, UsageError } from './errors.js';
 
-export const BENCHMARKS = ['vm-create', 'boot', 'snapshot', 'restore', 'fork', 'fanout'] as const;
+export const BENCHMARKS = ['vm-create', 'boot', 'snapshot', 'restore', 'fork', 'fanout', 'reset'] as const;
 const SNAPSHOT_BENCHMARKS = ['snapshot', 'restore', 'fork', 'fanout'] as const;
 /** Guest RAM sizes the snapshot benchmarks measure unless --memory names one. */
 export const SNAPSHOT_MEMORY_MIB = [256, 2048];
@@ -25,6 +27,7 @@ export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--ke
        smol bench restore --linux [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
                        [--cmdline STR] [--qemu FILE]
        smol bench fanout [--json] [--runs N] [--memory MiB] [--forks N]
+       smol bench reset [--json] [--runs N] [-f SMOLFILE]
 
 Benchmarks:
   vm-create   create → first serial byte of a printing tiny guest, and a create+kill cycle
@@ -40,6 +43,8 @@ Benchmarks:
   fork        fork(1) of an idle echo guest until the child echoes a byte
   fanout      fork(N) of an idle echo guest until all N run and until all N echoed a byte, and host
               memory per idle fork (MemAvailable before and 1 s after, and the forks' private pages)
+  reset       through a real engine: reset of an episode's VM until it runs again (its Smolfile's base
+              snapshot restored) and until its console answers, and the API's round trip
 
 Options:
   --runs N        measured runs per metric, 1 to 10000 (default 20 for vm-create, snapshot, restore
@@ -52,6 +57,8 @@ Options:
   --memory MiB    boot: guest RAM (default ${VM_LIMITS.memoryMiB.default}); snapshot, restore, fork, fanout:
                   one size instead of both ${SNAPSHOT_MEMORY_MIB.join(' and ')}
   --forks N       fanout: children in one fork call, 1 to 1024 (default 64)
+  -f, --file F    reset: the Smolfile (default smolfiles/shell.smolfile when the Linux guest is built,
+                  else smolfiles/echo.smolfile, a bare kernel that has no base snapshot)
   --qemu FILE     boot: QEMU to compare with (default ${DEFAULT_QEMU} on PATH)
   --linux         restore: the Linux guest against QEMU (takes the boot benchmark's options)
   --json          print the results as JSON
@@ -77,7 +84,8 @@ export type BenchArgs =
   | { name: 'vm-create'; json: boolean; runs: number; kernel: string }
   | (LinuxBenchArgs & { name: 'boot' })
   | (LinuxBenchArgs & { name: 'restore-linux' })
-  | { name: TinySnapshotBench; json: boolean; runs: number; memoryMiB: number[]; forks?: number };
+  | { name: TinySnapshotBench; json: boolean; runs: number; memoryMiB: number[]; forks?: number }
+  | { name: 'reset'; json: boolean; runs: number; smolfile: string };
 
 const FLAGS = {
   json: { type: 'boolean', default: false },
@@ -90,6 +98,7 @@ const FLAGS = {
   memory: { type: 'string' },
   qemu: { type: 'string' },
   forks: { type: 'string' },
+  file: { type: 'string', short: 'f' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -136,17 +145,28 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   }
   const flags = parseFlags('bench', rest, FLAGS);
   if (flags.help) return 'help';
-  for (const file of ['kernel', 'initrd', 'qemu'] as const) {
+  for (const file of ['kernel', 'initrd', 'qemu', 'file'] as const) {
     if (flags[file] === '') throw new UsageError('bench', `--${file} needs a file`);
   }
   const runs = (fallback: number) =>
     parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 10_000, default: fallback });
+  if (flags.file !== undefined && name !== 'reset') {
+    throw new UsageError('bench', '--file is an option of the reset benchmark only');
+  }
   if (flags.linux && name !== 'restore')
     throw new UsageError('bench', '--linux is an option of the restore benchmark only');
   if ((SNAPSHOT_BENCHMARKS as readonly string[]).includes(name) && !flags.linux) {
     return parseSnapshotArgs(name as TinySnapshotBench, flags, runs);
   }
   if (flags.forks !== undefined) throw new UsageError('bench', '--forks is an option of the fanout benchmark only');
+  if (name === 'reset') {
+    const misplaced = (['kernel', ...BOOT_ONLY] as const).find((flag) => flags[flag] !== undefined);
+    if (misplaced) throw new UsageError('bench', `--${misplaced} is not an option of the reset benchmark`);
+    const built = findGuestAssets();
+    const fallback = built.kernel && built.initramfs ? 'shell.smolfile' : 'echo.smolfile';
+    const smolfile = path.resolve(flags.file ?? path.join(packageRoot, 'smolfiles', fallback));
+    return { name, json: flags.json, runs: runs(20), smolfile };
+  }
   if (name === 'vm-create') {
     const misplaced = BOOT_ONLY.find((flag) => flags[flag] !== undefined);
     if (misplaced) throw new UsageError('bench', `--${misplaced} is an option of the boot benchmark only`);
@@ -214,7 +234,10 @@ export async function runBench(argv: string[]): Promise<number> {
     return 0;
   }
   let result: BenchResult | BootBenchResult | SnapshotBenchResult;
-  if (args.name === 'boot' || args.name === 'restore-linux') {
+  if (args.name === 'reset') {
+    const progress = (line: string) => process.stderr.write(`bench reset: ${line}\n`);
+    result = await benchReset({ smolfile: args.smolfile, runs: args.runs, progress });
+  } else if (args.name === 'boot' || args.name === 'restore-linux') {
     result = await runBoot(args);
   } else if (args.name !== 'vm-create') {
     const guestDir = path.dirname(DEFAULT_BENCH_GUEST);

@@ -1,0 +1,85 @@
+// Benchmark `reset`: through a real engine (its own throwaway data dir), how long `reset` takes to give a clean
+// running machine from the Smolfile's base snapshot, and how long until that machine answers on its console; plus
+// the API's round trip. README, "Benchmarks"; docs/engine.md, "Base snapshots".
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { pidAlive } from '../engine/engine-process.js';
+import { Smol } from '../sdk/smol.js';
+import { benchHost, summarize, type BenchResult } from './vm-create.js';
+
+export interface ResetBenchOptions {
+  smolfile: string;
+  runs: number;
+  progress: (line: string) => void;
+}
+
+export interface ResetBenchResult extends BenchResult {
+  notes: string[];
+}
+
+const WARMUP_RUNS = 2;
+
+/** A console probe that the guest answers: the shell computes 6*7; the echo guest echoes a byte. */
+function probe(linux: boolean, n: number): { input: string; answer: RegExp } {
+  return linux
+    ? { input: `echo "ans-$((${n} * 6 * 7))"\n`, answer: new RegExp(`ans-${n * 42}\\b`) }
+    : { input: `p${n}q`, answer: new RegExp(`p${n}q`) };
+}
+
+export async function benchReset(options: ResetBenchOptions): Promise<ResetBenchResult> {
+  const home = mkdtempSync(path.join(os.tmpdir(), 'smol-bench-reset-'));
+  const smol = await Smol.connect({ home });
+  const { pid } = await smol.api.request<{ pid: number }>('GET', '/api/v1/health');
+  try {
+    options.progress(`starting an episode of ${options.smolfile} (the first boot bakes the base snapshot)`);
+    const { episode, vm } = await smol.up(options.smolfile, { name: 'bench' });
+    const linux = episode.base !== null;
+    const samples = { reset: [] as number[], answer: [] as number[], health: [] as number[], vm: [] as number[] };
+    for (let run = 0; run < WARMUP_RUNS + options.runs; run++) {
+      const { input, answer } = probe(linux, run + 1);
+      const start = performance.now();
+      await smol.reset(vm.id);
+      const running = performance.now();
+      const answered = smol.waitForOutput(vm.id, answer, 60_000);
+      await smol.write(vm.id, input);
+      await answered;
+      const done = performance.now();
+      const t0 = performance.now();
+      await smol.api.request('GET', '/api/v1/health');
+      const t1 = performance.now();
+      await smol.vm(vm.id);
+      const t2 = performance.now();
+      if (run < WARMUP_RUNS) continue;
+      samples.reset.push(running - start);
+      samples.answer.push(done - start);
+      samples.health.push(t1 - t0);
+      samples.vm.push(t2 - t1);
+      options.progress(`run ${run + 1 - WARMUP_RUNS}/${options.runs}: reset ${(running - start).toFixed(1)} ms`);
+    }
+    const what = linux ? 'base snapshot restored' : 'bare kernel booted afresh (no base snapshot)';
+    return {
+      name: 'reset',
+      runs: options.runs,
+      warmup: WARMUP_RUNS,
+      guest: options.smolfile,
+      results: [
+        summarize(`reset → running (${what})`, samples.reset),
+        summarize(`reset → console answers (${linux ? 'shell runs a command' : 'guest echoes'})`, samples.answer),
+        summarize('API round trip: GET /api/v1/health', samples.health),
+        summarize('API round trip: GET /api/v1/vms/:vm', samples.vm),
+      ],
+      host: benchHost(),
+      notes: [
+        'through the engine over its Unix socket: the CLI, SDK and UI pay the same',
+        'target: reset → running at most 5 ms p50 on hardware KVM',
+      ],
+    };
+  } finally {
+    await smol.api.request('POST', '/api/v1/engine/shutdown').catch(() => undefined);
+    smol.api.close();
+    for (let i = 0; i < 300 && pidAlive(pid); i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    rmSync(home, { recursive: true, force: true });
+  }
+}
