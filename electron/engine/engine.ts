@@ -313,21 +313,21 @@ export class Engine extends EngineCore implements EngineApi {
   }
 
   pause(vmRef: string): Promise<Vm> {
-    const vm = this.vm(vmRef);
-    return this.withLock(vm.id, async () => {
-      if (vm.state !== 'running') throw new ApiFailure(409, `${vm.name} is ${vm.state}, not running`);
-      await this.host(this.episodeOf(vm)).request({ op: 'pause', vm: this.instance(vm) });
-      await this.setState(this.episodeOf(vm), vm, 'paused');
-      return vmView(vm);
-    });
+    return this.#flip(vmRef, 'running', 'paused');
   }
 
   resume(vmRef: string): Promise<Vm> {
+    return this.#flip(vmRef, 'paused', 'running');
+  }
+
+  /** Pause (running → paused) or resume (paused → running): the vCPUs stop or go on, nothing else changes. */
+  #flip(vmRef: string, from: 'running' | 'paused', to: 'running' | 'paused'): Promise<Vm> {
     const vm = this.vm(vmRef);
     return this.withLock(vm.id, async () => {
-      if (vm.state !== 'paused') throw new ApiFailure(409, `${vm.name} is ${vm.state}, not paused`);
-      await this.host(this.episodeOf(vm)).request({ op: 'resume', vm: this.instance(vm) });
-      await this.setState(this.episodeOf(vm), vm, 'running');
+      if (vm.state !== from) throw new ApiFailure(409, `${vm.name} is ${vm.state}, not ${from}`);
+      const op = to === 'paused' ? 'pause' : 'resume';
+      await this.host(this.episodeOf(vm)).request({ op, vm: this.instance(vm) });
+      await this.setState(this.episodeOf(vm), vm, to);
       return vmView(vm);
     });
   }
