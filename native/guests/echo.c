@@ -5,19 +5,8 @@
  */
 #include "guest.h"
 
-#define PIC1 0x20
-#define PIC2 0xa0
-#define IRQ_BASE 0x20
 #define COM1_IRQ 4
 
-struct idt_gate {
-	uint16_t offset_lo, selector;
-	uint8_t ist, type;
-	uint16_t offset_mid;
-	uint32_t offset_hi, zero;
-} __attribute__((packed));
-
-static struct idt_gate idt[256] __attribute__((aligned(16)));
 #define RX_SIZE 4096u	/* a power of two */
 
 static volatile uint8_t rx_buf[RX_SIZE];
@@ -25,15 +14,7 @@ static volatile uint32_t rx_head, rx_tail;	/* free-running; the ring holds head 
 static volatile int rx_throttled;
 volatile uint64_t interrupts;
 
-extern void irq4_entry(void);
-
-__asm__(".text\n"
-	"irq4_entry:\n"
-	"  push %rax; push %rcx; push %rdx; push %rsi; push %rdi; push %r8; push %r9; push %r10; push %r11\n"
-	"  cld\n"
-	"  call irq4_handler\n"
-	"  pop %r11; pop %r10; pop %r9; pop %r8; pop %rdi; pop %rsi; pop %rdx; pop %rcx; pop %rax\n"
-	"  iretq\n");
+IRQ_ENTRY(irq4_entry, irq4_handler);
 
 void irq4_handler(void)
 {
@@ -47,41 +28,16 @@ void irq4_handler(void)
 		outb(COM1 + 1, 0x00);	/* full: mask the receive interrupt until the main loop catches up */
 		rx_throttled = 1;
 	}
-	outb(PIC1, 0x20);	/* end of interrupt */
-}
-
-static void idt_set(int vector, void (*fn)(void))
-{
-	uint64_t a = (uint64_t)(uintptr_t)fn;
-
-	idt[vector] = (struct idt_gate){ .offset_lo = (uint16_t)a, .selector = 0x08, .type = 0x8e,
-					 .offset_mid = (uint16_t)(a >> 16), .offset_hi = (uint32_t)(a >> 32) };
-}
-
-static void pic_init(void)
-{
-	outb(PIC1, 0x11);
-	outb(PIC2, 0x11);
-	outb(PIC1 + 1, IRQ_BASE);
-	outb(PIC2 + 1, IRQ_BASE + 8);
-	outb(PIC1 + 1, 4);
-	outb(PIC2 + 1, 2);
-	outb(PIC1 + 1, 1);
-	outb(PIC2 + 1, 1);
-	outb(PIC1 + 1, (uint8_t) ~(1u << COM1_IRQ));
-	outb(PIC2 + 1, 0xff);
+	pic_eoi();
 }
 
 int main(const uint8_t *bp)
 {
-	struct __attribute__((packed)) { uint16_t limit; uint64_t base; } idtr = { sizeof(idt) - 1,
-										   (uint64_t)(uintptr_t)idt };
-
 	(void)bp;
 	uart_init();
 	idt_set(IRQ_BASE + COM1_IRQ, irq4_entry);
-	__asm__ volatile("lidt %0" : : "m"(idtr));
-	pic_init();
+	idt_load();
+	pic_init(1u << COM1_IRQ);
 	outb(COM1 + 1, 0x01);	/* receive-data interrupt */
 	uart_puts("echo: ready\n");
 	for (;;) {

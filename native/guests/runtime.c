@@ -110,3 +110,42 @@ int cmdline_has(const char *cmdline, const char *word)
 
 	return p && (*p == 0 || *p == ' ');
 }
+
+struct idt_gate {
+	uint16_t offset_lo, selector;
+	uint8_t ist, type;
+	uint16_t offset_mid;
+	uint32_t offset_hi, zero;
+} __attribute__((packed));
+
+static struct idt_gate idt[256] __attribute__((aligned(16)));
+
+void idt_set(int vector, void (*entry)(void))
+{
+	uint64_t a = (uint64_t)(uintptr_t)entry;
+
+	idt[vector] = (struct idt_gate){ .offset_lo = (uint16_t)a, .selector = 0x08, .type = 0x8e,
+					 .offset_mid = (uint16_t)(a >> 16), .offset_hi = (uint32_t)(a >> 32) };
+}
+
+void idt_load(void)
+{
+	struct __attribute__((packed)) { uint16_t limit; uint64_t base; } idtr = { sizeof(idt) - 1,
+										   (uint64_t)(uintptr_t)idt };
+
+	__asm__ volatile("lidt %0" : : "m"(idtr));
+}
+
+void pic_init(uint16_t unmasked)
+{
+	outb(PIC1, 0x11);		/* ICW1: edge triggered, cascade, ICW4 follows */
+	outb(PIC2, 0x11);
+	outb(PIC1 + 1, IRQ_BASE);	/* ICW2: vector bases */
+	outb(PIC2 + 1, IRQ_BASE + 8);
+	outb(PIC1 + 1, 4);		/* ICW3: the slave on IRQ 2 */
+	outb(PIC2 + 1, 2);
+	outb(PIC1 + 1, 1);		/* ICW4: 8086 mode */
+	outb(PIC2 + 1, 1);
+	outb(PIC1 + 1, (uint8_t)~unmasked);
+	outb(PIC2 + 1, (uint8_t)~(unmasked >> 8));
+}

@@ -47,7 +47,7 @@ describe('an episode of the counting guest through the CLI', { timeout: 300_000 
   let episode: { id: string; name: string; vm: { id: string; name: string; state: string } };
 
   beforeAll(async () => {
-    smolfile = home.smolfile('count', `kernel = "@guests@/count.elf"\ncmdline = "every=20000"\nmemory = 16\n`);
+    smolfile = home.smolfile('count', `kernel = "@guests@/count.elf"\ncmdline = "hz=50"\nmemory = 16\n`);
     episode = await home.json(['up', '-f', smolfile, '--name', 'counter']);
     smol = await home.client();
   });

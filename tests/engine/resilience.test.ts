@@ -18,7 +18,7 @@ function newHome(): EngineHome {
 }
 
 const counts = (text: string) => [...text.matchAll(/count=(\d+)/g)].map((m) => Number(m[1]));
-const COUNT = `kernel = "@guests@/count.elf"\ncmdline = "every=20000"\nmemory = 16\n`;
+const COUNT = `kernel = "@guests@/count.elf"\ncmdline = "hz=50"\nmemory = 16\n`;
 
 describe('a vmhost killed with SIGKILL', () => {
   it('marks its VMs crashed with the reason, while another episode keeps running', async () => {

@@ -31,7 +31,7 @@ const checks: Record<string, (vm: string) => Promise<void>> = {
     await echoed;
   },
   'count.smolfile': async (vm) => {
-    await smol.waitForOutput(vm, /count: start/, 60_000);
+    await smol.waitForOutput(vm, /count=2\n/, 60_000); // a second line: its timer ticks
     expect((await smol.vms()).find((v) => v.id === vm)?.state).toBe('running');
   },
 };
