@@ -3,7 +3,7 @@
 // kvm-amd) where /dev/kvm behaves like hardware KVM. See docs/lab.md.
 //
 //   npm run lab -- <command> [args...]
-//   node scripts/lab.js [--timeout SECONDS] [--memory MiB] [--cpus N] [--verbose] -- <command...>
+//   node scripts/lab.js [--timeout SECONDS] [--memory MiB] [--cpus N] [--forward PORT]... [--verbose] -- <command...>
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -21,19 +21,26 @@ options:
   --timeout SECONDS  stop the lab after this long (default 1800)
   --memory MiB       lab VM memory (default 4096)
   --cpus N           lab VM vCPUs (default 1: with 2 the lab kernel freezes or panics under VM churn, docs/lab.md)
+  --forward PORT     make a TCP server the command runs on PORT in the lab reachable at 127.0.0.1:PORT on this
+                     machine (repeatable; the lab still reaches nothing outside)
   --verbose          show the lab's serial console (boot noise) on stderr`;
 
 const OPTIONS = { '--timeout': 'timeoutSeconds', '--memory': 'memory', '--cpus': 'cpus' };
 
 /** Options come first; the first argument that is not one (or everything after `--`) is the command. */
 export function parseArgs(args) {
-  const options = { timeoutSeconds: 1800, memory: 4096, cpus: 1, verbose: false, argv: [] };
+  const options = { timeoutSeconds: 1800, memory: 4096, cpus: 1, forwards: [], verbose: false, argv: [] };
   for (let i = 0; i < args.length; i++) {
     const [flag, inline] = args[i].split(/=(.*)/s);
     if (args[i] === '--') return { ...options, argv: args.slice(i + 1) };
     if (args[i] === '--help' || args[i] === '-h') return { ...options, help: true };
     if (args[i] === '--verbose') options.verbose = true;
-    else if (flag in OPTIONS) {
+    else if (flag === '--forward') {
+      const value = inline ?? args[++i];
+      if (!/^[1-9][0-9]*$/.test(value ?? '') || Number(value) > 65535)
+        throw new LabError(EXIT.usage, `--forward needs a TCP port (1 to 65535), got ${value ?? 'nothing'}`);
+      options.forwards.push(Number(value));
+    } else if (flag in OPTIONS) {
       const value = inline ?? args[++i];
       if (!/^[1-9][0-9]*$/.test(value ?? ''))
         throw new LabError(EXIT.usage, `${flag} needs a positive whole number, got ${value ?? 'nothing'}`);

@@ -62,6 +62,10 @@ load_modules
 mount_filesystems
 # Loopback only (no network leaves the lab): servers the tests start on 127.0.0.1 must be reachable.
 ip link set lo up || fail network "cannot bring up the loopback interface"
+# A NIC exists only when the host forwards ports to the lab (--forward); QEMU forwards them to 10.0.2.15.
+if [ -e /sys/class/net/eth0 ]; then
+  ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 || fail network "cannot configure eth0 for --forward"
+fi
 OUT=$(find_port smol.stdout)
 ERR=$(find_port smol.stderr)
 exec 3>"$OUT" 4>"$ERR"

@@ -8,7 +8,7 @@ import { markUsed, pruneUnused } from './cache.js';
 import { ensurePvhImage } from './pvh.js';
 
 // What the lab needs; their dependencies are found in the modules' own .modinfo and loaded first.
-export const WANTED_MODULES = ['virtio_pci', '9pnet_virtio', '9p', 'virtio_console', 'kvm_amd'];
+export const WANTED_MODULES = ['virtio_pci', '9pnet_virtio', '9p', 'virtio_console', 'virtio_net', 'kvm_amd'];
 const META_PACKAGE = 'linux-image-amd64';
 
 const moduleName = (file) => path.basename(file).replace(/\.ko$/, '').replaceAll('-', '_');

@@ -31,7 +31,21 @@ const virtserialPort = (id, socket, name) => [
 // test harness, and its syscalls got ~8% cheaper under TCG (node -e 0, three runs each way).
 const KERNEL_CMDLINE = 'console=ttyS0 quiet loglevel=1 panic=-1 mitigations=off';
 
-export function qemuArgs({ kernel, initrd, run, shares, nonce, memory, cpus }) {
+/**
+ * A NIC only when ports are forwarded: user-mode networking with `restrict=on`, so the lab reaches nothing
+ * outside, and host 127.0.0.1:PORT forwarded to the lab's PORT (init.sh gives the lab 10.0.2.15, QEMU's default).
+ */
+const forwardedNetwork = (forwards = []) =>
+  forwards.length === 0
+    ? []
+    : [
+        '-netdev',
+        ['user,id=lan,restrict=on', ...forwards.map((port) => `hostfwd=tcp:127.0.0.1:${port}-:${port}`)].join(','),
+        '-device',
+        'virtio-net-pci,netdev=lan',
+      ];
+
+export function qemuArgs({ kernel, initrd, run, shares, nonce, memory, cpus, forwards }) {
   return [
     ...['-M', 'q35', '-accel', 'tcg,thread=multi', '-cpu', 'EPYC,+svm', '-smp', String(cpus), '-m', String(memory)],
     ...['-nodefaults', '-nographic', '-serial', 'stdio', '-no-reboot'],
@@ -43,6 +57,7 @@ export function qemuArgs({ kernel, initrd, run, shares, nonce, memory, cpus }) {
     ...['-device', 'virtio-serial-pci'],
     ...virtserialPort('smolout', run.stdoutSocket, 'smol.stdout'),
     ...virtserialPort('smolerr', run.stderrSocket, 'smol.stderr'),
+    ...forwardedNetwork(forwards),
   ];
 }
 
