@@ -10,6 +10,7 @@
         "vmm/boot.c",
         "vmm/console.c",
         "vmm/cpu.c",
+        "vmm/cpu_time.c",
         "vmm/debug_dump.c",
         "vmm/debug_exit.c",
         "vmm/device.c",

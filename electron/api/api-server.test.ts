@@ -74,6 +74,7 @@ function fakeEngine() {
       if (getVm(ref).id === BROKEN) throw new Error('the VMM failed: EIO');
       return { guestBytes: 1, residentBytes: 1, privateBytes: 1, sharedBytes: 0 };
     },
+    metrics: (ref) => ({ vm: getVm(ref).id, intervalMs: 2000, samples: [] }),
     logs: (_ref, tail) => ({ text: tail ? `last ${tail}` : 'all', truncated: false }),
     screen: () => ({ text: '$ ', serialized: '$ ' }),
     recording: () => '{"version":2,"width":80,"height":24}\n[0.1,"o","hi"]\n',

@@ -13,6 +13,7 @@ import type {
   Listener,
   Logs,
   MemoryStats,
+  MetricsHistory,
   RestoreResponse,
   Screen,
   Snapshot,
@@ -68,6 +69,7 @@ export interface EngineApi {
   reset(vmRef: string): Promise<Vm>;
   removeVm(vmRef: string, force: boolean): Promise<void>;
   memoryStats(vmRef: string): Promise<MemoryStats>;
+  metrics(vmRef: string): MetricsHistory;
   logs(vmRef: string, tailLines?: number): Logs;
   screen(vmRef: string): Screen;
   /** The asciicast v2 recording (newline-delimited JSON). */

@@ -204,6 +204,14 @@ export const ROUTES: readonly Route[] = [
   }),
   route({
     method: 'GET',
+    path: `${vms}/:vm/metrics`,
+    operation: 'metrics',
+    summary: 'The VM’s CPU and memory over the last few minutes, one sample every intervalMs',
+    response: s.MetricsHistory,
+    handler: (api, p) => api.metrics(p.vm),
+  }),
+  route({
+    method: 'GET',
     path: `${vms}/:vm/logs`,
     operation: 'logs',
     summary: 'Recent console output (the last 1 MiB), or its last N lines',

@@ -183,6 +183,21 @@ export const MemoryStats = z
   })
   .meta({ id: 'MemoryStats' });
 
+export const MetricSample = z
+  .object({
+    at: z.string().describe('when the sample was taken (ISO 8601)'),
+    cpuPercent: z.number().describe('CPU the vCPUs used since the previous sample, in % of one host CPU'),
+    memory: MemoryStats,
+  })
+  .meta({ id: 'MetricSample' });
+export const MetricsHistory = z
+  .object({
+    vm: VmId,
+    intervalMs: z.number().describe('how often the engine samples'),
+    samples: z.array(MetricSample).describe('oldest first; the last few minutes'),
+  })
+  .meta({ id: 'MetricsHistory' });
+
 // ---- events (WebSocket /api/v1/events, one JSON object per message) ----
 
 export const EngineEvent = z
@@ -202,7 +217,13 @@ export const EngineEvent = z
       done: z.number(),
       total: z.number(),
     }),
-    z.object({ type: z.literal('metrics'), vm: VmId, memory: MemoryStats, cpuPercent: z.number() }),
+    z.object({
+      type: z.literal('metrics'),
+      vm: VmId,
+      at: z.string(),
+      memory: MemoryStats,
+      cpuPercent: z.number(),
+    }),
   ])
   .meta({ id: 'EngineEvent' });
 
@@ -229,4 +250,6 @@ export type ListenRequest = z.infer<typeof ListenRequest>;
 export type Listener = z.infer<typeof Listener>;
 export type GcResult = z.infer<typeof GcResult>;
 export type MemoryStats = z.infer<typeof MemoryStats>;
+export type MetricSample = z.infer<typeof MetricSample>;
+export type MetricsHistory = z.infer<typeof MetricsHistory>;
 export type EngineEvent = z.infer<typeof EngineEvent>;

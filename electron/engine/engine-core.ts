@@ -24,6 +24,7 @@ import {
   type EpisodeRecord,
   type VmRecord,
 } from './episode-registry.js';
+import { METRICS_INTERVAL_MS, MetricsHistory, type RawSample } from './metrics.js';
 import { newId, type SnapshotStore } from './snapshot-store.js';
 import { VmHost } from './vmhost.js';
 
@@ -56,11 +57,49 @@ export class EngineCore {
   readonly #listeners = new Set<(event: EngineEvent) => void>();
   readonly #autoTimers = new Map<string, NodeJS.Timeout>();
   #instanceCount = 0;
+  protected readonly metricsHistory = new MetricsHistory();
+  #metricsTimer: NodeJS.Timeout | null = null;
+  #sampling = false;
 
   constructor(
     readonly store: SnapshotStore,
     protected readonly options: EngineOptions,
   ) {}
+
+  // ---- metrics (metrics.ts) ----
+
+  /** Starts sampling every running VM's CPU and memory; stopped by disarmAll. */
+  protected startMetrics(intervalMs = METRICS_INTERVAL_MS): void {
+    if (this.#metricsTimer) return;
+    this.#metricsTimer = setInterval(() => void this.#sampleMetrics(), intervalMs);
+    this.#metricsTimer.unref();
+  }
+
+  async #sampleMetrics(): Promise<void> {
+    if (this.#sampling) return; // a slow round (a busy host) is not stacked
+    this.#sampling = true;
+    try {
+      const rounds = [...this.episodes.values()].map(async (episode): Promise<RawSample[]> => {
+        const running = episode.vms.filter((vm) => vm.state === 'running' && this.#instances.has(vm.id));
+        const host = this.#hosts.get(episode.id);
+        if (running.length === 0 || !host?.alive) return [];
+        const byInstance = new Map(running.map((vm) => [this.#instances.get(vm.id)!, vm.id]));
+        const samples = await host.request({ op: 'sample', vms: [...byInstance.keys()] }).catch(() => []);
+        return samples.flatMap((s) => {
+          const vm = byInstance.get(s.vm);
+          return vm ? [{ vm, instance: s.vm, cpuNs: s.cpuNs, memory: s.memory }] : [];
+        });
+      });
+      const raw = (await Promise.all(rounds)).flat();
+      for (const { vm, sample } of this.metricsHistory.add(raw, Date.now())) {
+        this.emit({ type: 'metrics', vm, ...sample });
+      }
+    } catch (error) {
+      this.options.log(`engine: sampling metrics failed: ${(error as Error).message}`);
+    } finally {
+      this.#sampling = false;
+    }
+  }
 
   // ---- records, events, locks ----
 
@@ -512,6 +551,8 @@ export class EngineCore {
 
   protected disarmAll(): void {
     for (const id of [...this.#autoTimers.keys()]) this.#disarmAutoCheckpoint(id);
+    if (this.#metricsTimer) clearInterval(this.#metricsTimer);
+    this.#metricsTimer = null;
   }
 
   async #pruneAuto(episode: EpisodeRecord, vm: VmRecord): Promise<void> {

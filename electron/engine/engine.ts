@@ -16,6 +16,7 @@ import type {
   Listener,
   Logs,
   MemoryStats,
+  MetricsHistory,
   RestoreResponse,
   Screen,
   Snapshot,
@@ -25,6 +26,7 @@ import type {
 import { formatProblem, loadSmolfile } from '../smolfile/smolfile.js';
 import { planBoot } from './boot-plan.js';
 import { EngineCore, type EngineOptions } from './engine-core.js';
+import { METRICS_INTERVAL_MS } from './metrics.js';
 import { EpisodeRecord, LIVE_STATES, freshName, vmView } from './episode-registry.js';
 import { SnapshotStore, newId } from './snapshot-store.js';
 
@@ -39,6 +41,7 @@ export class Engine extends EngineCore implements EngineApi {
     const store = await SnapshotStore.open(options.home, options.log);
     const engine = new Engine(store, options);
     await engine.#load();
+    engine.startMetrics();
     return engine;
   }
 
@@ -184,7 +187,10 @@ export class Engine extends EngineCore implements EngineApi {
     }
     await Promise.all(episode.vms.map((vm) => this.withLock(vm.id, () => this.killVm(vm))));
     await this.closeHost(episode.id);
-    for (const vm of episode.vms) await this.closeHub(vm.id, 'the episode was deleted');
+    for (const vm of episode.vms) {
+      await this.closeHub(vm.id, 'the episode was deleted');
+      this.metricsHistory.remove(vm.id);
+    }
     this.episodes.delete(episode.id);
     await this.store.deleteEpisode(episode.id, this.liveLayerHeads());
     await this.store.removeEpisodeRecord(episode.id);
@@ -352,9 +358,15 @@ export class Engine extends EngineCore implements EngineApi {
       episode.vms = episode.vms.filter((other) => other.id !== vm.id);
       vm.state = 'destroyed';
       await this.save(episode);
+      this.metricsHistory.remove(vm.id);
       this.emit({ type: 'vm.removed', id: vm.id, episode: episode.id });
       this.emit({ type: 'episode.updated', episode: this.episodeView(episode) });
     });
+  }
+
+  metrics(vmRef: string): MetricsHistory {
+    const vm = this.vm(vmRef);
+    return { vm: vm.id, intervalMs: METRICS_INTERVAL_MS, samples: this.metricsHistory.samples(vm.id) };
   }
 
   async memoryStats(vmRef: string): Promise<MemoryStats> {

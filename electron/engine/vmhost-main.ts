@@ -81,6 +81,20 @@ async function handle(request: HostRequest, seq: number): Promise<unknown> {
       return null;
     case 'stats':
       return await vmOf(request.vm).memoryStats();
+    case 'sample': {
+      const samples = await Promise.all(
+        request.vms.map(async (id) => {
+          const vm = vms.get(id);
+          if (vm?.state !== 'running') return null;
+          try {
+            return { vm: id, cpuNs: vm.cpuTimeNs(), memory: await vm.memoryStats() };
+          } catch {
+            return null; // it ended while being sampled
+          }
+        }),
+      );
+      return samples.filter((sample) => sample !== null);
+    }
     case 'write':
       return writeInput(request.vm, Buffer.from(request.data));
     case 'checkpoint':

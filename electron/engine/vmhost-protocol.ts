@@ -6,6 +6,8 @@ export type HostRequest =
   | { op: 'create'; vm: string; options: VmOptions }
   | { op: 'restore'; vm: string; dir: string }
   | { op: 'start' | 'pause' | 'resume' | 'kill' | 'stats'; vm: string }
+  /** CPU time and memory of each named VM that is running here (the others are left out). */
+  | { op: 'sample'; vms: string[] }
   | { op: 'write'; vm: string; data: Buffer }
   | { op: 'checkpoint'; vm: string; dir: string }
   /** Children get the given ids; they are running when the reply comes. */
@@ -19,6 +21,7 @@ export interface HostResults {
   resume: null;
   kill: null;
   stats: MemoryStats;
+  sample: Array<{ vm: string; cpuNs: number; memory: MemoryStats }>;
   write: number;
   checkpoint: CheckpointInfo;
   fork: null;

@@ -10,6 +10,7 @@ import type {
   GcResult,
   Logs,
   MemoryStats,
+  MetricsHistory,
   RestoreResponse,
   Screen,
   Snapshot,
@@ -123,6 +124,11 @@ export class Smol {
 
   memory(vmRef: string): Promise<MemoryStats> {
     return this.api.request('GET', `/api/v1/vms/${enc(vmRef)}/memory`);
+  }
+
+  /** The VM's CPU (% of one host CPU) and memory over the last few minutes, oldest first. */
+  metrics(vmRef: string): Promise<MetricsHistory> {
+    return this.api.request('GET', `/api/v1/vms/${enc(vmRef)}/metrics`);
   }
 
   /** Types `text` into the VM's console. */

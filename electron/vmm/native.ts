@@ -82,6 +82,8 @@ export interface NativeVm {
   /** The children are running when it resolves. */
   fork(children: ForkCallbacks[]): Promise<NativeVm[]>;
   memoryStats(): Promise<MemoryStats>;
+  /** CPU time the running vCPU threads have used, in nanoseconds. */
+  cpuTimeNs(): number;
   start(): void;
   resume(): void;
   pause(): Promise<void>;

@@ -92,6 +92,11 @@ export class Vm extends EventEmitter<VmEvents> {
     return this.#vm().memoryStats();
   }
 
+  /** CPU time the VM's running vCPUs have used so far, in nanoseconds: sample it twice for a CPU percentage. */
+  cpuTimeNs(): number {
+    return this.#vm().cpuTimeNs();
+  }
+
   get state(): VmState {
     return this.#exit ? 'exited' : this.#vm().state;
   }

@@ -490,6 +490,14 @@ Napi::Value VmWrap::MemoryStats(const Napi::CallbackInfo& info) {
   return p;
 }
 
+Napi::Value VmWrap::CpuTimeNs(const Napi::CallbackInfo& info) {
+  struct vm* vm = LiveVm(info, host_, "read CPU time");
+  struct vm_error err = {};
+  uint64_t ns = 0;
+  if (vm_cpu_time_ns(vm, &ns, &err) < 0) throw Napi::Error::New(info.Env(), err.msg);
+  return Napi::Number::New(info.Env(), static_cast<double>(ns));
+}
+
 Napi::Function VmWrap::Define(Napi::Env env) {
   return DefineClass(env, "NativeVm",
                      {InstanceMethod<&VmWrap::Start>("start"), InstanceMethod<&VmWrap::Pause>("pause"),
@@ -497,6 +505,7 @@ Napi::Function VmWrap::Define(Napi::Env env) {
                       InstanceMethod<&VmWrap::WriteConsole>("writeConsole"),
                       InstanceMethod<&VmWrap::Checkpoint>("checkpoint"), InstanceMethod<&VmWrap::Fork>("fork"),
                       InstanceMethod<&VmWrap::MemoryStats>("memoryStats"),
+                      InstanceMethod<&VmWrap::CpuTimeNs>("cpuTimeNs"),
                       InstanceAccessor<&VmWrap::State>("state")});
 }
 

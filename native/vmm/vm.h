@@ -104,6 +104,8 @@ struct vm_memory_stats {
 	uint64_t shared_bytes;		/* of those, pages read from a snapshot layer that other VMs may map too */
 };
 int vm_memory_stats(struct vm *vm, struct vm_memory_stats *out, struct vm_error *err);
+/* CPU time the VM's running vCPU threads have used so far, in nanoseconds (cheap: no I/O). */
+int vm_cpu_time_ns(struct vm *vm, uint64_t *out, struct vm_error *err);
 
 enum vm_state vm_get_state(struct vm *vm);
 void vm_get_exit(struct vm *vm, struct vm_exit *out);

@@ -104,6 +104,30 @@ describe('the SDK drives episodes of the echo guest', () => {
     expect(stats.privateBytes).toBeLessThan(stats.guestBytes);
   });
 
+  it('metrics show a busy guest using CPU and an idle one not, with their memory, as history and as events', async () => {
+    // A guest that counts flat out next to the echo guest, which sits in HLT between keystrokes.
+    const busyFile = home.smolfile('busy', `kernel = "@guests@/count.elf"\ncmdline = "every=1000000"\nmemory = 16\n`);
+    const busy = await smol.up(busyFile, { name: 'busy' });
+    const samples = await eventually(
+      'three samples of each',
+      async () => {
+        const [b, idle] = await Promise.all([smol.metrics(busy.vm.id), smol.metrics(vmId)]);
+        return b.samples.length >= 3 && idle.samples.length >= 3 ? { b, idle } : undefined;
+      },
+      60_000,
+    );
+    const mean = (xs: Array<{ cpuPercent: number }>) => xs.reduce((sum, x) => sum + x.cpuPercent, 0) / xs.length;
+    const busyCpu = mean(samples.b.samples.slice(-3));
+    expect(busyCpu, 'the busy guest').toBeGreaterThan(20);
+    expect(mean(samples.idle.samples.slice(-3)), 'the idle guest').toBeLessThan(busyCpu / 2);
+    expect(samples.b.intervalMs).toBeGreaterThan(0);
+    const last = samples.b.samples.at(-1)!;
+    expect(last.memory.guestBytes).toBe(16 * 2 ** 20);
+    expect(last.memory.residentBytes).toBeGreaterThan(0);
+    expect(seen.some((e) => e.type === 'metrics' && e.vm === busy.vm.id)).toBe(true);
+    await smol.destroy(busy.episode.id);
+  });
+
   it('answers a malformed request with 400 and says which field is wrong', async () => {
     const error = await smol.api.request('POST', `/api/v1/vms/${vmId}/fork`, { count: 0 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ApiClientError);
