@@ -4,6 +4,7 @@
       "target_name": "smol",
       "sources": [
         "binding/addon.cc",
+        "binding/disk_wrap.cc",
         "binding/vm_wrap.cc",
         "vmm/acpi.c",
         "vmm/acpi_sleep.c",
@@ -14,6 +15,7 @@
         "vmm/debug_dump.c",
         "vmm/debug_exit.c",
         "vmm/device.c",
+        "vmm/disk.c",
         "vmm/error.c",
         "vmm/guest_mem.c",
         "vmm/i8042.c",
@@ -27,6 +29,12 @@
         "vmm/snapfile.c",
         "vmm/snapshot.c",
         "vmm/uart.c",
+        "vmm/virtio_blk.c",
+        "vmm/virtio_mmio.c",
+        "vmm/virtio_rng.c",
+        "vmm/virtio_vsock.c",
+        "vmm/virtio_vm.c",
+        "vmm/virtq.c",
         "vmm/vm.c",
         "vmm/vmgenid.c"
       ],

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// `npm run fuzz [-- --seconds N]`: builds the snapshot loader's fuzzer (`make -C native fuzz`: clang, libFuzzer,
-// ASan and UBSan), writes its seed corpus and runs it for N seconds (default 60) over native/out/fuzz/corpus, which
-// grows from run to run. A crash, leak, UB report or hang fails the run and names the input libFuzzer kept, which
-// reproduces it: `native/out/fuzz/fuzz_snapshot <input>`. See docs/snapshots.md, "Fuzzing".
+// `npm run fuzz [-- --seconds N] [--target snapshot|virtq]`: builds the fuzzers (`make -C native fuzz`: clang,
+// libFuzzer, ASan and UBSan), writes their seed corpora and runs each for N seconds (default 60) over its corpus in
+// native/out/fuzz, which grows from run to run: the snapshot loader (docs/snapshots.md, "Fuzzing") and virtqueue
+// handling (docs/vmm.md, "Virtio"). A crash, leak, UB report or hang fails the run and names the input libFuzzer
+// kept, which reproduces it: `native/out/fuzz/fuzz_<target> <input>`.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -10,11 +11,19 @@ import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const out = path.join('native', 'out', 'fuzz'); // relative to root, so messages name short paths
-const fuzzer = path.join(out, 'fuzz_snapshot');
-const seeds = path.join(out, 'seeds');
-const corpus = path.join(out, 'corpus');
 const crashes = path.join(out, 'crashes');
-const logFile = path.join(out, 'fuzz.log');
+
+/** Each fuzzer: its binary, the program that writes its seeds, its corpus, and what it covers. */
+const targets = [
+  {
+    name: 'snapshot',
+    what: 'the snapshot loader',
+    fuzzer: 'fuzz_snapshot',
+    seedsBin: 'snapshot_seeds',
+    corpus: 'corpus',
+  },
+  { name: 'virtq', what: 'virtqueue handling', fuzzer: 'fuzz_virtq', seedsBin: 'virtq_seeds', corpus: 'corpus-virtq' },
+];
 
 function say(message) {
   process.stdout.write(`fuzz: ${message}\n`);
@@ -33,19 +42,26 @@ function parseSeconds(argv) {
   return Number.isInteger(seconds) && seconds > 0 ? seconds : null;
 }
 
-function runFuzzer(seconds) {
+function parseTarget(argv) {
+  const at = argv.indexOf('--target');
+  if (at < 0) return targets;
+  const chosen = targets.filter((t) => t.name === argv[at + 1]);
+  return chosen.length ? chosen : null;
+}
+
+function runFuzzer(target, seconds, logFile) {
   const args = [
     `-max_total_time=${seconds}`,
-    '-max_len=65536', // the 2-vCPU seed is 15 KiB; room for many more sections
+    '-max_len=65536', // the 2-vCPU snapshot seed is 15 KiB, the virtqueue seeds 40 KiB
     '-timeout=10',
     `-artifact_prefix=${crashes}/`,
     '-print_final_stats=1',
-    corpus,
-    seeds,
+    path.join(out, target.corpus),
+    path.join(out, `seeds-${target.name}`),
   ];
   return new Promise((resolve) => {
     const log = fs.openSync(path.join(root, logFile), 'w');
-    const child = spawn(path.join(root, fuzzer), args, { cwd: root, stdio: ['ignore', log, log] });
+    const child = spawn(path.join(root, out, target.fuzzer), args, { cwd: root, stdio: ['ignore', log, log] });
     // libFuzzer stops itself after max_total_time; this only guards against a hang outside any input.
     const guard = setTimeout(() => child.kill('SIGKILL'), (seconds + 120) * 1000);
     child.on('error', (error) => (clearTimeout(guard), fs.closeSync(log), resolve({ status: null, error })));
@@ -53,34 +69,27 @@ function runFuzzer(seconds) {
   });
 }
 
-async function main() {
-  const seconds = parseSeconds(process.argv.slice(2));
-  if (seconds === null) return fail('--seconds needs a whole number of seconds above 0');
-  if (spawnSync('clang', ['--version'], { stdio: 'ignore' }).error) {
-    return fail(
-      'clang is not installed; run `bash scripts/setup-system.sh` (it installs clang and libclang-rt-14-dev)',
-    );
-  }
-  if (spawnSync('make', ['-C', 'native', 'fuzz'], { cwd: root, stdio: 'inherit' }).status !== 0) {
-    return fail("`make -C native fuzz` failed (libFuzzer's runtime comes with libclang-rt-14-dev)");
-  }
+/** Runs one fuzzer; returns 0, or 1 after saying why it failed. */
+async function fuzzOne(target, seconds) {
+  const seeds = path.join(out, `seeds-${target.name}`);
+  const logFile = path.join(out, `fuzz-${target.name}.log`);
   fs.rmSync(path.join(root, seeds), { recursive: true, force: true });
   fs.mkdirSync(path.join(root, seeds), { recursive: true });
-  fs.mkdirSync(path.join(root, corpus), { recursive: true });
-  fs.mkdirSync(path.join(root, crashes), { recursive: true });
-  if (spawnSync(path.join(root, out, 'snapshot_seeds'), [seeds], { cwd: root, stdio: 'inherit' }).status !== 0) {
-    return fail('could not write the seed corpus');
+  fs.mkdirSync(path.join(root, out, target.corpus), { recursive: true });
+  if (spawnSync(path.join(root, out, target.seedsBin), [seeds], { cwd: root, stdio: 'inherit' }).status !== 0) {
+    return fail(`could not write the seed corpus of ${target.what}`);
   }
 
-  say(`running ${fuzzer} for ${seconds} s (log: ${logFile})`);
-  const result = await runFuzzer(seconds);
+  say(`running ${path.join(out, target.fuzzer)} for ${seconds} s (log: ${logFile})`);
+  const result = await runFuzzer(target, seconds, logFile);
   const log = fs.readFileSync(path.join(root, logFile), 'utf8');
   const stat = (name) => new RegExp(`^stat::${name}:\\s+(\\d+)`, 'm').exec(log)?.[1] ?? '?';
   const done = /^#(\d+)\s+DONE\s+cov: (\d+) ft: (\d+) corp: (\d+)\/(\S+)/m.exec(log);
   if (done) {
     say(
-      `${done[1]} runs in ${seconds} s (${stat('average_exec_per_sec')} exec/s); coverage: ${done[2]} edges, ` +
-        `${done[3]} features; corpus: ${done[4]} inputs (${done[5]}), ${stat('new_units_added')} new this run`,
+      `${target.name}: ${done[1]} runs in ${seconds} s (${stat('average_exec_per_sec')} exec/s); coverage: ` +
+        `${done[2]} edges, ${done[3]} features; corpus: ${done[4]} inputs (${done[5]}), ` +
+        `${stat('new_units_added')} new this run`,
     );
   }
   const kept = /Test unit written to (\S+)/.exec(log)?.[1];
@@ -93,7 +102,28 @@ async function main() {
   if (!kept)
     return fail(`the fuzzer ended with ${result.error?.message ?? result.signal ?? `status ${result.status}`}`);
   const kind = path.basename(kept).split('-')[0]; // crash, leak, timeout, oom, slow-unit
-  return fail(`${kind} in the snapshot loader, input ${kept}; reproduce with: ${fuzzer} ${kept}`);
+  return fail(`${kind} in ${target.what}, input ${kept}; reproduce with: ${path.join(out, target.fuzzer)} ${kept}`);
+}
+
+async function main() {
+  const argv = process.argv.slice(2);
+  const seconds = parseSeconds(argv);
+  if (seconds === null) return fail('--seconds needs a whole number of seconds above 0');
+  const chosen = parseTarget(argv);
+  if (!chosen) return fail(`--target must be one of: ${targets.map((t) => t.name).join(', ')}`);
+  if (spawnSync('clang', ['--version'], { stdio: 'ignore' }).error) {
+    return fail(
+      'clang is not installed; run `bash scripts/setup-system.sh` (it installs clang and libclang-rt-14-dev)',
+    );
+  }
+  if (spawnSync('make', ['-C', 'native', 'fuzz'], { cwd: root, stdio: 'inherit' }).status !== 0) {
+    return fail("`make -C native fuzz` failed (libFuzzer's runtime comes with libclang-rt-14-dev)");
+  }
+  fs.mkdirSync(path.join(root, crashes), { recursive: true });
+  for (const target of chosen) {
+    if ((await fuzzOne(target, seconds)) !== 0) return 1;
+  }
+  return 0;
 }
 
 process.exitCode = await main();

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// `npm test`: every test tier, in order: the C tests, a 30-second run of the snapshot loader's fuzzer, the unit
-// tests, the VMM tests with real VMs (on this machine's /dev/kvm when it is usable, else inside the KVM lab), then
-// the Linux guest tests (after building the guest, or finding it in the cache) the same way. Nothing is skipped
+// `npm test`: every test tier, in order: the C tests, 30-second runs of the two fuzzers (the snapshot loader and
+// virtqueue handling), the unit tests, the VMM tests with real VMs (on this machine's /dev/kvm when it is usable,
+// else inside the KVM lab), then the Linux guest tests (after building the guest, or finding it in the cache) the
+// same way. Nothing is skipped
 // silently: a part that cannot run counts as a failure. Ends with exactly one line `N passed, N failed`; exits
 // non-zero if anything failed.
 import { spawn } from 'node:child_process';
@@ -20,9 +21,9 @@ function note(message) {
 }
 
 /** Runs a command from the checkout, streaming its output while keeping a copy to read counts from. */
-function run(argv) {
+function run(argv, extraEnv = {}) {
   return new Promise((resolve) => {
-    const env = { ...process.env };
+    const env = { ...process.env, ...extraEnv };
     if (process.stdout.isTTY && !env.NO_COLOR) env.FORCE_COLOR ??= '1';
     const child = spawn(argv[0], argv.slice(1), { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
@@ -82,10 +83,10 @@ function vitestCommand(project, jsonFile) {
   ];
 }
 
-async function vitestPart(name, project, wrap = (argv) => argv) {
+async function vitestPart(name, project, wrap = (argv) => argv, env = {}) {
   const jsonFile = path.join(resultsDir, `vitest-${project}.json`);
   fs.rmSync(jsonFile, { force: true });
-  const result = await run(wrap(vitestCommand(project, jsonFile)));
+  const result = await run(wrap(vitestCommand(project, jsonFile)), env);
   let counts = null;
   try {
     counts = countsFromVitestJson(JSON.parse(fs.readFileSync(jsonFile, 'utf8')));
@@ -100,9 +101,9 @@ async function cPart() {
   return { name: 'C tests (make -C native test)', result, counts: countsFromSummaryLine(result.output) };
 }
 
-/** A bounded run of the snapshot loader's fuzzer (scripts/fuzz.js); counts as one test. */
+/** Bounded runs of the fuzzers (scripts/fuzz.js), 30 s each; counts as one test. */
 async function fuzzPart() {
-  const name = 'snapshot loader fuzzing (npm run fuzz -- --seconds 30)';
+  const name = 'fuzzing: snapshot loader and virtqueues (npm run fuzz -- --seconds 30)';
   const result = await run([process.execPath, path.join(root, 'scripts', 'fuzz.js'), '--seconds', '30']);
   if (result.status === 0) return { name, result, counts: { passed: 1, failed: 0 } };
   const reason = /^fuzz failed: (.*)$/m.exec(stripAnsi(result.output))?.[1];

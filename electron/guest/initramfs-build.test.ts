@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { AGENT_BINARY } from '../agent/host-agent.js';
 import { initramfsEntries, initramfsHash, isDynamicElf, readInitramfsResources } from './initramfs-build.js';
 
 const files = readInitramfsResources();
@@ -21,6 +22,14 @@ describe('initramfs cache key', () => {
     expect(initramfsHash({ files: edited, busyboxVersion: '1:1.35.0-4' })).not.toBe(base);
     expect(initramfsHash({ files, busyboxVersion: '1:1.36.1-1' })).not.toBe(base);
   });
+
+  it('changes when the guest agent is rebuilt differently', () => {
+    const base = initramfsHash({ files, busyboxVersion: '1:1.35.0-4' });
+    const rebuilt = files.map((f) =>
+      f.name === 'smol-agent' ? { ...f, data: Buffer.concat([f.data, Buffer.from([0])]) } : f,
+    );
+    expect(initramfsHash({ files: rebuilt, busyboxVersion: '1:1.35.0-4' })).not.toBe(base);
+  });
 });
 
 describe('initramfs contents', () => {
@@ -38,6 +47,8 @@ describe('initramfs contents', () => {
     expect(byPath.get('bin/busybox')).toMatchObject({ type: 'file', mode: 0o755 });
     expect(byPath.get('sbin/poweroff')).toEqual({ type: 'symlink', path: 'sbin/poweroff', target: '/bin/busybox' });
     expect(byPath.get('tmp')).toMatchObject({ type: 'dir', mode: 0o1777 });
+    expect(byPath.get('sbin/smol-agent')).toMatchObject({ type: 'file', mode: 0o755 });
+    expect(isDynamicElf(AGENT_BINARY)).toBe(false); // it runs in an initramfs without a dynamic loader
     expect(byPath.get('linuxrc')).toMatchObject({ type: 'symlink' }); // applets at the top level are fine too
   });
 

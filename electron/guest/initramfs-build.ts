@@ -1,9 +1,11 @@
-// The base initramfs: Debian's busybox-static with its applet links, and resources/guest-initramfs (/init and
-// /etc/inittab), as an uncompressed newc cpio archive initramfs-<hash>.cpio under the guest cache.
+// The base initramfs: Debian's busybox-static with its applet links, resources/guest-initramfs (/init and
+// /etc/inittab) and the guest agent (/sbin/smol-agent, built by `make -C native agent`), as an uncompressed newc
+// cpio archive initramfs-<hash>.cpio under the guest cache.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import path from 'node:path';
+import { AGENT_BINARY } from '../agent/host-agent.js';
 import { packageRoot } from '../package-root.js';
 import type { ProgressCallback } from './build-progress.js';
 import { newcArchive, type CpioEntry } from './cpio-newc.js';
@@ -11,14 +13,18 @@ import { initramfsFileName, writeFileAtomic, type CurrentInitramfs } from './gue
 import { ensurePackages, type PackageTools } from './host-packages.js';
 
 /** Bump when the archive's layout changes. */
-export const INITRAMFS_RECIPE_VERSION = 1;
+export const INITRAMFS_RECIPE_VERSION = 2;
 export const INITRAMFS_RESOURCES = path.join(packageRoot, 'resources', 'guest-initramfs');
 export const INITRAMFS_PACKAGES = ['busybox-static'];
 const BUSYBOX = '/bin/busybox';
-/** resources/guest-initramfs file → path in the archive, mode. */
+/**
+ * File → path in the archive, mode. The agent is there but not PID 1 yet: busybox init stays in charge until the
+ * VMM has virtio-vsock (docs/agent.md, "In the guest").
+ */
 const RESOURCE_FILES = [
-  { name: 'init', target: 'init', mode: 0o755 },
-  { name: 'inittab', target: 'etc/inittab', mode: 0o644 },
+  { name: 'init', source: path.join(INITRAMFS_RESOURCES, 'init'), target: 'init', mode: 0o755 },
+  { name: 'inittab', source: path.join(INITRAMFS_RESOURCES, 'inittab'), target: 'etc/inittab', mode: 0o644 },
+  { name: 'smol-agent', source: AGENT_BINARY, target: 'sbin/smol-agent', mode: 0o755 },
 ] as const;
 const DIRECTORIES: [string, number][] = [
   ['bin', 0o755],
@@ -47,7 +53,10 @@ export interface InitramfsBuildResult {
   size: number;
 }
 
-/** The cache key: the resource files (names and bytes), busybox-static's version and the recipe version. */
+/**
+ * The cache key: the resource files and the agent binary (names and bytes), busybox-static's version and the
+ * recipe version.
+ */
 export function initramfsHash(inputs: InitramfsInputs): string {
   const hash = createHash('sha256').update(`smol-guest-initramfs\0recipe ${INITRAMFS_RECIPE_VERSION}\0`);
   hash.update(`busybox-static=${inputs.busyboxVersion}\0`);
@@ -56,7 +65,9 @@ export function initramfsHash(inputs: InitramfsInputs): string {
 }
 
 export function readInitramfsResources(): InitramfsInputs['files'] {
-  return RESOURCE_FILES.map(({ name }) => ({ name, data: readFileSync(path.join(INITRAMFS_RESOURCES, name)) }));
+  if (!existsSync(AGENT_BINARY))
+    throw new Error(`${AGENT_BINARY} is missing: build the guest agent first (make -C native agent)`);
+  return RESOURCE_FILES.map(({ name, source }) => ({ name, data: readFileSync(source) }));
 }
 
 /** True when an ELF file has a PT_INTERP program header, i.e. needs a dynamic loader the initramfs lacks. */
@@ -99,9 +110,9 @@ export function initramfsEntries(files: InitramfsInputs['files'], busybox: Buffe
     entries.push({ type: 'symlink', path: applet, target: '/bin/busybox' });
     known.add(applet);
   }
-  for (const { name, target, mode } of RESOURCE_FILES) {
+  for (const { name, source, target, mode } of RESOURCE_FILES) {
     const file = files.find((f) => f.name === name);
-    if (!file) throw new Error(`${path.join(INITRAMFS_RESOURCES, name)} is missing`);
+    if (!file) throw new Error(`${source} is missing`);
     entries.push({ type: 'file', path: target, data: file.data, mode });
   }
   return entries;
@@ -138,6 +149,8 @@ export function buildInitramfs(options: InitramfsBuildOptions): InitramfsBuildRe
         'apt-get install busybox-static',
     );
   }
+  if (isDynamicElf(AGENT_BINARY))
+    throw new Error(`${AGENT_BINARY} is dynamically linked; native/Makefile builds it with -static`);
   report({ step: 'initramfs', detail: `packing ${name}` });
   const archive = newcArchive(initramfsEntries(files, readFileSync(BUSYBOX), busyboxApplets()));
   writeFileAtomic(file, archive);

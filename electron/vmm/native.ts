@@ -18,6 +18,13 @@ export interface KvmProbe {
   required?: string[];
 }
 
+/** A virtio-blk disk (docs/disks.md): a raw base image and, for a writable disk, the VM's own top layer. */
+export interface DiskConfig {
+  base: string;
+  /** Opened when it exists (it must sit on `base`), created over `base` when not; absent: the disk is read-only. */
+  top?: string;
+}
+
 export interface NativeVmConfig {
   kernel: string;
   initrd?: string;
@@ -25,6 +32,39 @@ export interface NativeVmConfig {
   memoryMiB: number;
   cpus: number;
   consoleBufferBytes?: number;
+  disk?: DiskConfig;
+  /** A virtio-rng device. */
+  rng?: boolean;
+  /** A virtio-vsock device (docs/vmm.md, "vsock"). */
+  vsock?: VsockConfig;
+}
+
+/**
+ * A virtio-vsock device whose host side is the Unix socket `path`: connect, send `CONNECT <port>\n`, read
+ * `OK <port>\n`, then the stream is the guest's; the guest's connect(2) to CID 2, port P reaches `<path>_<P>`.
+ */
+export interface VsockConfig {
+  path: string;
+  /** The guest's CID, 3 or more (default 3). */
+  cid?: number;
+}
+
+/** Where a restored VM or a fork child listens for vsock connections (needed when the snapshot had vsock). */
+export interface VsockPathOption {
+  vsockPath?: string;
+}
+
+/** Where a VM with a writable disk goes on writing: a new layer over the one a checkpoint freezes. */
+export interface DiskTopOption {
+  diskTop?: string;
+}
+
+/** A disk layer chain as `diskInfo` reads it. */
+export interface DiskInfo {
+  size: number;
+  base: string;
+  /** Top first. */
+  layers: { path: string; frozen: boolean }[];
 }
 
 export type VmState = 'created' | 'running' | 'paused' | 'exited';
@@ -60,6 +100,8 @@ export interface CheckpointInfo {
   bytesWritten: number;
   memoryBytes: number;
   cpus: number;
+  /** The disk layer this checkpoint froze (or the read-only image), which the snapshot needs; null without a disk. */
+  disk: string | null;
 }
 
 export interface MemoryStats {
@@ -72,15 +114,19 @@ export interface MemoryStats {
   sharedBytes: number;
 }
 
-export interface ForkCallbacks {
+export interface ForkCallbacks extends DiskTopOption, VsockPathOption {
   onConsole: (chunk: Buffer) => void;
   onExit: (exit: VmExit) => void;
 }
 
 export interface NativeVm {
-  checkpoint(dir: string, onProgress?: (progress: CheckpointProgress) => void): Promise<CheckpointInfo>;
-  /** The children are running when it resolves. */
-  fork(children: ForkCallbacks[]): Promise<NativeVm[]>;
+  checkpoint(
+    dir: string,
+    onProgress?: (progress: CheckpointProgress) => void,
+    options?: DiskTopOption,
+  ): Promise<CheckpointInfo>;
+  /** The children are running when it resolves; `options.diskTop` is where the parent's disk goes on. */
+  fork(children: ForkCallbacks[], options?: DiskTopOption): Promise<NativeVm[]>;
   memoryStats(): Promise<MemoryStats>;
   /** CPU time the running vCPU threads have used, in nanoseconds. */
   cpuTimeNs(): number;
@@ -104,10 +150,14 @@ export interface NativeBinding {
   /** A new VM (state `created`) that continues from the snapshot in `dir`. */
   restoreVm(
     dir: string,
-    options: { consoleBufferBytes?: number },
+    options: { consoleBufferBytes?: number } & DiskTopOption & VsockPathOption,
     onConsole: (chunk: Buffer) => void,
     onExit: (exit: VmExit) => void,
   ): Promise<NativeVm>;
+  /** A new, empty writable layer at `path` (which must not exist) over a raw image or a frozen layer. */
+  createDiskLayer(path: string, below: string): Promise<void>;
+  /** The chain under a layer or image, checked as a VM would open it. */
+  diskInfo(path: string): Promise<DiskInfo>;
 }
 
 export const nativeModulePath = path.join(packageRoot, 'native', 'build', 'Release', 'smol.node');

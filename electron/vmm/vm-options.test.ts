@@ -48,6 +48,19 @@ describe('VM options', () => {
     await expect(resolveVmOptions({ kernel, consoleBufferBytes: 0 })).rejects.toThrow(/consoleBufferBytes must be/);
   });
 
+  it('a disk names its base image (which must exist) and resolves the top layer; rng is a boolean', async () => {
+    const top = path.relative(process.cwd(), path.join(dir, 'top.layer'));
+    expect(await resolveVmOptions({ kernel, disk: { base: kernel, top }, rng: true })).toMatchObject({
+      disk: { base: kernel, top: path.resolve(top) },
+      rng: true,
+    });
+    await expect(resolveVmOptions({ kernel, disk: { base: path.join(dir, 'no.img') } })).rejects.toThrow(
+      `disk.base ${path.join(dir, 'no.img')}: no such file`,
+    );
+    const notBoolean = { kernel, rng: 'yes' } as unknown as VmOptions;
+    await expect(resolveVmOptions(notBoolean)).rejects.toThrow('rng must be true or false (got yes)');
+  });
+
   it('a misspelt option is named instead of ignored', async () => {
     const options = { kernel, memory: 512 } as unknown as VmOptions;
     await expect(resolveVmOptions(options)).rejects.toThrow(/unknown VM option memory/);

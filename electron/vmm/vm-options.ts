@@ -2,7 +2,7 @@
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { NativeVmConfig } from './native.js';
+import type { DiskConfig, NativeVmConfig, VsockConfig } from './native.js';
 
 export interface VmOptions {
   /** ELF64 kernel (Linux vmlinux or a tiny guest) or bzImage. */
@@ -15,6 +15,12 @@ export interface VmOptions {
   cpus?: number;
   /** Size of the VMM's console output ring; the VMM's default (1 MiB) when omitted. Tests shrink it. */
   consoleBufferBytes?: number;
+  /** A virtio-blk disk, /dev/vda in the guest (docs/disks.md). */
+  disk?: DiskConfig;
+  /** A virtio-rng device (/dev/hwrng in the guest). */
+  rng?: boolean;
+  /** A virtio-vsock device whose host side is the Unix socket `path` (docs/vmm.md, "vsock"). */
+  vsock?: VsockConfig;
 }
 
 /** The same limits the native VMM enforces (native/vmm/vm.h), checked here first for clearer messages. */
@@ -27,7 +33,17 @@ export const VM_LIMITS = {
   consoleBufferBytes: { min: 1, max: 2 ** 31 - 1 },
 } as const;
 
-const KNOWN_OPTIONS = new Set(['kernel', 'initrd', 'cmdline', 'memoryMiB', 'cpus', 'consoleBufferBytes']);
+const KNOWN_OPTIONS = new Set([
+  'kernel',
+  'initrd',
+  'cmdline',
+  'memoryMiB',
+  'cpus',
+  'consoleBufferBytes',
+  'disk',
+  'rng',
+  'vsock',
+]);
 
 function checkInteger(name: string, value: unknown, limits: { min: number; max: number }): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < limits.min || value > limits.max) {
@@ -79,6 +95,30 @@ export async function resolveVmOptions(options: VmOptions): Promise<NativeVmConf
       throw new RangeError(`cmdline is ${bytes} bytes; at most ${VM_LIMITS.cmdlineMaxBytes} fit`);
     }
     config.cmdline = cmdline;
+  }
+  if (options.disk !== undefined) {
+    const { disk } = options;
+    if (typeof disk !== 'object' || disk === null) throw new TypeError('disk must be an object {base, top?}');
+    config.disk = { base: await checkFile('disk.base', disk.base) };
+    if (disk.top !== undefined) {
+      if (typeof disk.top !== 'string' || disk.top === '') throw new TypeError('disk.top must be a file path');
+      config.disk.top = path.resolve(disk.top);
+    }
+  }
+  if (options.rng !== undefined) {
+    if (typeof options.rng !== 'boolean') throw new TypeError(`rng must be true or false (got ${String(options.rng)})`);
+    config.rng = options.rng;
+  }
+  if (options.vsock !== undefined) {
+    const { vsock } = options;
+    if (typeof vsock !== 'object' || vsock === null) throw new TypeError('vsock must be an object {path, cid?}');
+    if (typeof vsock.path !== 'string' || vsock.path === '') throw new TypeError('vsock.path must be a socket path');
+    config.vsock = { path: path.resolve(vsock.path) };
+    // sun_path holds 108 bytes, and guest-initiated connections append `_<port>` to the path.
+    if (Buffer.byteLength(config.vsock.path) > 95) {
+      throw new RangeError(`vsock.path is too long for a Unix socket (at most 95 bytes): ${config.vsock.path}`);
+    }
+    if (vsock.cid !== undefined) config.vsock.cid = checkInteger('vsock.cid', vsock.cid, { min: 3, max: 2 ** 32 - 1 });
   }
   if (options.consoleBufferBytes !== undefined) {
     config.consoleBufferBytes = checkInteger(

@@ -4,14 +4,28 @@ import {
   loadNative,
   type CheckpointInfo,
   type CheckpointProgress,
+  type DiskTopOption,
   type MemoryStats,
+  type VsockPathOption,
   type NativeVm,
   type VmExit,
   type VmState,
 } from './native.js';
 import { resolveVmOptions, type VmOptions } from './vm-options.js';
 
-export type { CheckpointInfo, CheckpointProgress, MemoryStats, VmExit, VmExitReason, VmState } from './native.js';
+export type {
+  CheckpointInfo,
+  CheckpointProgress,
+  DiskConfig,
+  DiskInfo,
+  DiskTopOption,
+  MemoryStats,
+  VsockConfig,
+  VsockPathOption,
+  VmExit,
+  VmExitReason,
+  VmState,
+} from './native.js';
 export type { VmOptions } from './vm-options.js';
 
 interface VmEvents {
@@ -51,7 +65,10 @@ export class Vm extends EventEmitter<VmEvents> {
    * A new VM that continues from the snapshot in `dir` (docs/snapshots.md); it starts paused, like `create`.
    * The snapshot is checked first: a truncated, corrupted or foreign one is refused with what is wrong.
    */
-  static async restore(dir: string, options: { consoleBufferBytes?: number } = {}): Promise<Vm> {
+  static async restore(
+    dir: string,
+    options: { consoleBufferBytes?: number } & DiskTopOption & VsockPathOption = {},
+  ): Promise<Vm> {
     const binding = loadNative();
     const vm = new Vm();
     vm.#native = await binding.restoreVm(
@@ -65,23 +82,38 @@ export class Vm extends EventEmitter<VmEvents> {
 
   /**
    * Writes a snapshot of the running (or paused) VM to `dir`, which must not exist. The vCPUs stop only while
-   * their state is captured and memory is frozen; the disk writes happen while the VM runs.
+   * their state is captured and memory is frozen; the disk writes happen while the VM runs. A VM with a writable
+   * disk needs `options.diskTop`: its top layer is frozen into the snapshot and it goes on writing to a new one there.
    */
-  checkpoint(dir: string, onProgress?: (progress: CheckpointProgress) => void): Promise<CheckpointInfo> {
-    return this.#vm().checkpoint(dir, onProgress);
+  checkpoint(
+    dir: string,
+    onProgress?: (progress: CheckpointProgress) => void,
+    options: DiskTopOption = {},
+  ): Promise<CheckpointInfo> {
+    return this.#vm().checkpoint(dir, onProgress, options);
   }
 
-  /** `count` copies of this VM, running from its current state; it keeps running too. */
-  async fork(count: number): Promise<Vm[]> {
+  /**
+   * `count` copies of this VM, running from its current state; it keeps running too. With a writable disk, each
+   * child needs its own new layer (`childDiskTops[i]`) and the parent one to go on with (`diskTop`). With vsock,
+   * each child needs its own socket path (`childVsockPaths[i]`).
+   */
+  async fork(
+    count: number,
+    options: DiskTopOption & { childDiskTops?: string[]; childVsockPaths?: string[] } = {},
+  ): Promise<Vm[]> {
     if (!Number.isInteger(count) || count < 1 || count > 1024) {
       throw new RangeError(`fork: count must be a whole number from 1 to 1024 (got ${count})`);
     }
     const children = Array.from({ length: count }, () => new Vm());
     const natives = await this.#vm().fork(
-      children.map((child) => ({
+      children.map((child, i) => ({
         onConsole: (chunk: Buffer) => child.emit('console', chunk),
         onExit: (exit: VmExit) => child.#onExit(exit),
+        ...(options.childDiskTops?.[i] !== undefined && { diskTop: options.childDiskTops[i] }),
+        ...(options.childVsockPaths?.[i] !== undefined && { vsockPath: options.childVsockPaths[i] }),
       })),
+      options.diskTop !== undefined ? { diskTop: options.diskTop } : {},
     );
     natives.forEach((native, i) => (children[i]!.#native = native));
     return children;

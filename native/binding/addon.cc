@@ -1,6 +1,7 @@
-// The smol native module: kvmProbe() and createVm(). See docs/vmm.md.
+// The smol native module: kvmProbe(), createVm(), restoreVm() and the disk layer calls. See docs/vmm.md.
 #include <napi.h>
 
+#include "disk_wrap.h"
 #include "vm_wrap.h"
 
 extern "C" {
@@ -37,6 +38,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("createVm", Napi::Function::New<VmWrap::Create>(env, "createVm"));
   exports.Set("restoreVm", Napi::Function::New<VmWrap::Restore>(env, "restoreVm"));
   exports.Set("kvmProbe", Napi::Function::New<KvmProbe>(env, "kvmProbe"));
+  exports.Set("createDiskLayer", Napi::Function::New<CreateDiskLayer>(env, "createDiskLayer"));
+  exports.Set("diskInfo", Napi::Function::New<DiskInfo>(env, "diskInfo"));
   return exports;
 }
 

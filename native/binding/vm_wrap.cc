@@ -21,6 +21,8 @@ struct VmWrap::Host {
   Napi::FunctionReference on_exit;
   Napi::ObjectReference self;  // weak until start(), strong while the VM runs
   std::string kernel, initrd, cmdline;
+  std::string disk, disk_top;  // disk_top: for a restore or fork child, the new writable layer
+  std::string vsock_path;      // the vsock device's host socket (also for a restore or fork child)
   struct vm_config config = {};
   int ops_in_flight = 0;       // pause/kill workers that still use `vm`
   bool exited = false;
@@ -138,7 +140,8 @@ class CreateWorker : public Napi::AsyncWorker {
     }
     struct vm_snapshot* snap = nullptr;
     if (vm_snapshot_open(restore_dir_.c_str(), &snap, &err) < 0 ||
-        vm_restore(snap, host_->config.console_limit, &cb, &host_->vm, &err) < 0)
+        vm_restore(snap, host_->config.console_limit, host_->disk_top.empty() ? nullptr : host_->disk_top.c_str(),
+                   host_->vsock_path.empty() ? nullptr : host_->vsock_path.c_str(), &cb, &host_->vm, &err) < 0)
       SetError(err.msg);
     vm_snapshot_put(snap);
   }
@@ -219,6 +222,28 @@ std::string StringProp(const Napi::Object& o, const char* key, bool required) {
   return v.As<Napi::String>().Utf8Value();
 }
 
+// options.diskTop: a path, or absent.
+std::string DiskTopOption(const Napi::Value& options, const char* what) {
+  if (options.IsUndefined() || options.IsNull()) return "";
+  if (!options.IsObject()) throw Napi::TypeError::New(options.Env(), std::string(what) + ": options must be an object");
+  Napi::Value v = options.As<Napi::Object>().Get("diskTop");
+  if (v.IsUndefined() || v.IsNull()) return "";
+  if (!v.IsString() || v.As<Napi::String>().Utf8Value().empty())
+    throw Napi::TypeError::New(options.Env(), std::string(what) + ": diskTop must be a non-empty path");
+  return v.As<Napi::String>().Utf8Value();
+}
+
+// options.vsockPath: a path, or absent.
+std::string VsockPathOption(const Napi::Value& options, const char* what) {
+  if (options.IsUndefined() || options.IsNull()) return "";
+  if (!options.IsObject()) throw Napi::TypeError::New(options.Env(), std::string(what) + ": options must be an object");
+  Napi::Value v = options.As<Napi::Object>().Get("vsockPath");
+  if (v.IsUndefined() || v.IsNull()) return "";
+  if (!v.IsString() || v.As<Napi::String>().Utf8Value().empty())
+    throw Napi::TypeError::New(options.Env(), std::string(what) + ": vsockPath must be a non-empty path");
+  return v.As<Napi::String>().Utf8Value();
+}
+
 int64_t IntProp(const Napi::Object& o, const char* key) {
   Napi::Value v = o.Get(key);
   if (!v.IsNumber()) throw Napi::TypeError::New(o.Env(), std::string("config.") + key + " must be a number");
@@ -251,6 +276,39 @@ Napi::Value VmWrap::Create(const Napi::CallbackInfo& info) {
   host->config.kernel = host->kernel.c_str();
   host->config.initrd = host->initrd.empty() ? nullptr : host->initrd.c_str();
   host->config.cmdline = host->cmdline.c_str();
+  std::string disk, disk_top;
+  Napi::Value disk_v = config.Get("disk");
+  if (!disk_v.IsUndefined() && !disk_v.IsNull()) {
+    if (!disk_v.IsObject()) throw Napi::TypeError::New(env, "config.disk must be an object {base, top?}");
+    Napi::Object d = disk_v.As<Napi::Object>();
+    Napi::Value base = d.Get("base"), top = d.Get("top");
+    if (!base.IsString() || base.As<Napi::String>().Utf8Value().empty())
+      throw Napi::TypeError::New(env, "config.disk.base must be the path of the base image");
+    if (!top.IsUndefined() && !top.IsNull() && (!top.IsString() || top.As<Napi::String>().Utf8Value().empty()))
+      throw Napi::TypeError::New(env, "config.disk.top must be the path of the writable layer");
+    disk = base.As<Napi::String>().Utf8Value();
+    if (top.IsString()) disk_top = top.As<Napi::String>().Utf8Value();
+  }
+  Napi::Value rng = config.Get("rng");
+  if (!rng.IsUndefined() && !rng.IsBoolean()) throw Napi::TypeError::New(env, "config.rng must be a boolean");
+  host->config.rng = rng.IsBoolean() && rng.As<Napi::Boolean>().Value();
+  std::string vsock_path;
+  Napi::Value vsock = config.Get("vsock");
+  if (!vsock.IsUndefined() && !vsock.IsNull()) {
+    if (!vsock.IsObject()) throw Napi::TypeError::New(env, "config.vsock must be an object {path, cid?}");
+    Napi::Object o = vsock.As<Napi::Object>();
+    Napi::Value path = o.Get("path");
+    if (!path.IsString() || path.As<Napi::String>().Utf8Value().empty())
+      throw Napi::TypeError::New(env, "config.vsock.path must be the path of the host-side Unix socket");
+    vsock_path = path.As<Napi::String>().Utf8Value();
+    if (!o.Get("cid").IsUndefined()) {
+      int64_t cid = IntProp(o, "cid");
+      if (cid < 3 || cid > 0xffffffffLL)
+        throw Napi::RangeError::New(env, "config.vsock.cid must be between 3 and 4294967295 (got " +
+                                             std::to_string(cid) + ")");
+      host->config.vsock_cid = static_cast<uint64_t>(cid);
+    }
+  }
   Napi::Value console_buffer = config.Get("consoleBufferBytes");
   if (!console_buffer.IsUndefined()) host->config.console_limit = static_cast<uint64_t>(IntProp(config, "consoleBufferBytes"));
   VmWrap::Host* raw = NewHost(env, info[1].As<Napi::Function>(), info[2].As<Napi::Function>());
@@ -261,6 +319,12 @@ Napi::Value VmWrap::Create(const Napi::CallbackInfo& info) {
   raw->config.kernel = raw->kernel.c_str();
   raw->config.initrd = raw->initrd.empty() ? nullptr : raw->initrd.c_str();
   raw->config.cmdline = raw->cmdline.c_str();
+  raw->disk = std::move(disk);
+  raw->disk_top = std::move(disk_top);
+  raw->config.disk = raw->disk.empty() ? nullptr : raw->disk.c_str();
+  raw->config.disk_top = raw->disk_top.empty() ? nullptr : raw->disk_top.c_str();
+  raw->vsock_path = std::move(vsock_path);
+  raw->config.vsock_path = raw->vsock_path.empty() ? nullptr : raw->vsock_path.c_str();
   auto* worker = new CreateWorker(env, raw);
   Napi::Promise promise = worker->Promise();
   worker->Queue();
@@ -287,8 +351,12 @@ Napi::Value VmWrap::Restore(const Napi::CallbackInfo& info) {
   uint64_t console_limit = 0;
   if (!options.Get("consoleBufferBytes").IsUndefined())
     console_limit = static_cast<uint64_t>(IntProp(options, "consoleBufferBytes"));
+  std::string disk_top = DiskTopOption(options, "restoreVm");
+  std::string vsock_path = VsockPathOption(options, "restoreVm");
   VmWrap::Host* host = NewHost(env, info[2].As<Napi::Function>(), info[3].As<Napi::Function>());
   host->config.console_limit = console_limit;
+  host->disk_top = std::move(disk_top);
+  host->vsock_path = std::move(vsock_path);
   auto* worker = new CreateWorker(env, host, info[0].As<Napi::String>().Utf8Value());
   Napi::Promise promise = worker->Promise();
   worker->Queue();
@@ -304,8 +372,12 @@ struct Progress {
 // checkpoint(dir): capture and freeze (the VM is held only for that), then write the snapshot with progress events.
 class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
  public:
-  CheckpointWorker(const Napi::Object& wrapper, VmWrap::Host* host, std::string dir, Napi::Value on_progress)
-      : Napi::AsyncProgressWorker<Progress>(wrapper.Env(), "smol:checkpoint"), held_(wrapper, host), dir_(std::move(dir)) {
+  CheckpointWorker(const Napi::Object& wrapper, VmWrap::Host* host, std::string dir, Napi::Value on_progress,
+                   std::string disk_top)
+      : Napi::AsyncProgressWorker<Progress>(wrapper.Env(), "smol:checkpoint"),
+        held_(wrapper, host),
+        dir_(std::move(dir)),
+        disk_top_(std::move(disk_top)) {
     if (on_progress.IsFunction()) on_progress_ = Napi::Persistent(on_progress.As<Napi::Function>());
   }
   Napi::Promise Promise() { return held_.deferred.Promise(); }
@@ -314,10 +386,11 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     struct vm_error err = {};
     struct vm_snapshot* snap = nullptr;
     progress_ = &progress;
-    if (vm_checkpoint(held_.host->vm, &snap, &stats_, &err) < 0) {
+    if (vm_checkpoint(held_.host->vm, disk_top_.empty() ? nullptr : disk_top_.c_str(), &snap, &stats_, &err) < 0) {
       SetError(err.msg);
       return;
     }
+    if (vm_snapshot_disk(snap)) disk_ = vm_snapshot_disk(snap);
     auto t1 = std::chrono::steady_clock::now();
     if (vm_snapshot_write(snap, dir_.c_str(), OnCProgress, this, &info_, &err) < 0) SetError(err.msg);
     vm_snapshot_put(snap);
@@ -345,6 +418,7 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     r.Set("bytesWritten", static_cast<double>(info_.bytes_written));
     r.Set("memoryBytes", static_cast<double>(info_.mem_size));
     r.Set("cpus", info_.nr_cpus);
+    r.Set("disk", disk_.empty() ? env.Null() : Napi::Value(Napi::String::New(env, disk_)));
     held_.Resolve(r);
   }
   void OnError(const Napi::Error& e) override { held_.Reject(e.Value()); }
@@ -359,7 +433,7 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     self->progress_->Send(&p, 1);
   }
   HeldHost held_;
-  std::string dir_;
+  std::string dir_, disk_top_, disk_;
   Napi::FunctionReference on_progress_;
   const ExecutionProgress* progress_ = nullptr;
   uint64_t last_sent_ = 0;
@@ -371,21 +445,27 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
 // fork(n): one in-memory checkpoint of the parent, restored n times; the children start before this resolves.
 class ForkWorker : public Napi::AsyncWorker {
  public:
-  ForkWorker(const Napi::Object& wrapper, VmWrap::Host* parent, std::vector<VmWrap::Host*> children)
-      : Napi::AsyncWorker(wrapper.Env(), "smol:fork"), held_(wrapper, parent), children_(std::move(children)) {}
+  ForkWorker(const Napi::Object& wrapper, VmWrap::Host* parent, std::vector<VmWrap::Host*> children,
+             std::string disk_top)
+      : Napi::AsyncWorker(wrapper.Env(), "smol:fork"),
+        held_(wrapper, parent),
+        children_(std::move(children)),
+        disk_top_(std::move(disk_top)) {}
   Napi::Promise Promise() { return held_.deferred.Promise(); }
 
   void Execute() override {
     struct vm_error err = {};
     struct vm_snapshot* snap = nullptr;
-    if (vm_checkpoint(held_.host->vm, &snap, &stats_, &err) < 0) {
+    if (vm_checkpoint(held_.host->vm, disk_top_.empty() ? nullptr : disk_top_.c_str(), &snap, &stats_, &err) < 0) {
       SetError(std::string("cannot fork: ") + err.msg);
       return;
     }
     for (size_t i = 0; i < children_.size(); i++) {
       VmWrap::Host* child = children_[i];
       struct vm_callbacks cb = {child, OnOutput, OnExit};
-      if (vm_restore(snap, held_.host->config.console_limit, &cb, &child->vm, &err) < 0 ||
+      if (vm_restore(snap, held_.host->config.console_limit,
+                     child->disk_top.empty() ? nullptr : child->disk_top.c_str(),
+                     child->vsock_path.empty() ? nullptr : child->vsock_path.c_str(), &cb, &child->vm, &err) < 0 ||
           vm_start(child->vm, &err) < 0) {
         SetError("cannot fork child " + std::to_string(i + 1) + " of " + std::to_string(children_.size()) + ": " +
                  err.msg);
@@ -415,6 +495,7 @@ class ForkWorker : public Napi::AsyncWorker {
  private:
   HeldHost held_;
   std::vector<VmWrap::Host*> children_;
+  std::string disk_top_;
   struct vm_checkpoint_stats stats_ = {};
 };
 
@@ -449,9 +530,10 @@ Napi::Value VmWrap::Checkpoint(const Napi::CallbackInfo& info) {
   if (info.Length() < 1 || !info[0].IsString())
     throw Napi::TypeError::New(info.Env(), "checkpoint(dir, onProgress?) expects a directory path");
   if (info.Length() > 1 && !info[1].IsUndefined() && !info[1].IsFunction())
-    throw Napi::TypeError::New(info.Env(), "checkpoint(dir, onProgress?): onProgress must be a function");
+    throw Napi::TypeError::New(info.Env(), "checkpoint(dir, onProgress?, options?): onProgress must be a function");
+  std::string disk_top = DiskTopOption(info.Length() > 2 ? info[2] : info.Env().Undefined(), "checkpoint");
   auto* worker = new CheckpointWorker(info.This().As<Napi::Object>(), host_, info[0].As<Napi::String>().Utf8Value(),
-                                      info.Length() > 1 ? info[1] : info.Env().Undefined());
+                                      info.Length() > 1 ? info[1] : info.Env().Undefined(), std::move(disk_top));
   Napi::Promise p = worker->Promise();
   worker->Queue();
   return p;
@@ -471,12 +553,21 @@ Napi::Value VmWrap::Fork(const Napi::CallbackInfo& info) {
         !v.As<Napi::Object>().Get("onExit").IsFunction())
       throw Napi::TypeError::New(env, "fork: child " + std::to_string(i + 1) + " needs onConsole and onExit functions");
   }
+  std::string disk_top = DiskTopOption(info.Length() > 1 ? info[1] : env.Undefined(), "fork");
+  std::vector<std::string> child_tops, child_vsocks;
+  for (uint32_t i = 0; i < list.Length(); i++) {
+    std::string what = "fork: child " + std::to_string(i + 1);
+    child_tops.push_back(DiskTopOption(list.Get(i), what.c_str()));
+    child_vsocks.push_back(VsockPathOption(list.Get(i), what.c_str()));
+  }
   std::vector<VmWrap::Host*> children;
   for (uint32_t i = 0; i < list.Length(); i++) {
     Napi::Object o = list.Get(i).As<Napi::Object>();
     children.push_back(NewHost(env, o.Get("onConsole").As<Napi::Function>(), o.Get("onExit").As<Napi::Function>()));
+    children.back()->disk_top = child_tops[i];
+    children.back()->vsock_path = child_vsocks[i];
   }
-  auto* worker = new ForkWorker(info.This().As<Napi::Object>(), host_, std::move(children));
+  auto* worker = new ForkWorker(info.This().As<Napi::Object>(), host_, std::move(children), std::move(disk_top));
   Napi::Promise p = worker->Promise();
   worker->Queue();
   return p;

@@ -459,7 +459,7 @@ TEST(acpi_tables_for_the_most_vcpus_leave_the_generation_id_alone)
 	id = guest_mem_ptr(&mem, VMGENID_ADDR, VMGENID_LEN);
 	REQUIRE(id);
 	memset(id, 0xa5, VMGENID_LEN);
-	CHECK_OK(acpi_write(&mem, 254, &err), err.msg);
+	CHECK_OK(acpi_write(&mem, 254, NULL, 0, &err), err.msg);
 	for (int i = 0; i < VMGENID_LEN; i++)
 		CHECK_EQ_INT(id[i], 0xa5);
 	guest_mem_exit(&mem);
@@ -471,7 +471,7 @@ TEST(acpi_tables_refuse_guest_memory_that_ends_below_them)
 	struct guest_mem mem;
 
 	REQUIRE(guest_mem_init(&mem, ACPI_RSDP_ADDR + 256, &err) == 0);
-	CHECK(acpi_write(&mem, 1, &err) < 0);
+	CHECK(acpi_write(&mem, 1, NULL, 0, &err) < 0);
 	CHECK_STR_CONTAINS(err.msg, "no room for the ACPI tables");
 	guest_mem_exit(&mem);
 }

@@ -60,7 +60,7 @@
 #define AML_LEQUAL_OP 0x93
 #define AML_IF_OP 0xa0
 
-#define AML_MAX 512			/* bytes of DSDT definition block; acpi_write fails if it grows past this */
+#define AML_MAX 1024			/* bytes of DSDT definition block; acpi_write fails if it grows past this */
 
 struct acpi_header {
 	char signature[4];
@@ -337,8 +337,52 @@ static void aml_name_resources(struct aml *a, const char name[4], const uint8_t 
  * GPEs signals it through GED0, a Generic Event Device: Linux's evged driver requests the _CRS interrupt and, on
  * each edge, calls _EVT with the GSI, which notifies VGEN; the driver then rereads the ID and, if it changed,
  * reseeds the kernel's RNG.
+ *
+ * Then one device per virtio-mmio window (virtio_vm.c), as QEMU's microvm and Firecracker describe them:
+ *
+ *		Device (VR0n) {
+ *			Name (_HID, "LNRO0005")
+ *			Name (_UID, n)
+ *			Name (_CRS, ResourceTemplate () {
+ *				Memory32Fixed (ReadWrite, base, 0x1000)
+ *				Interrupt (ResourceConsumer, Edge, ActiveHigh, Exclusive) { gsi }
+ *			})
+ *		}
+ *
+ * Linux's virtio_mmio driver binds to LNRO0005. The interrupt has to come from here, as COM1's does: on a
+ * hardware-reduced platform an IRQ number given on the command line (virtio_mmio.device=) is never routed to the
+ * IOAPIC, so the command line announces the devices only to a kernel booted with acpi=off (vm.c).
  */
-static void dsdt_aml(struct aml *a)
+static void virtio_aml(struct aml *a, const struct boot_virtio *v, int index)
+{
+	uint8_t res[21] = {
+		0x86, 0x09, 0x00,			/* large item Memory32Fixed (type 0x06), 9 bytes follow */
+		0x01,					/* read-write */
+	};
+	char name[4] = { 'V', 'R', (char)('0' + index / 10), (char)('0' + index % 10) };
+	size_t dev;
+
+	for (int i = 0; i < 4; i++) {
+		res[4 + i] = (uint8_t)(v->base >> (8 * i));	/* base address */
+		res[8 + i] = (uint8_t)(v->len >> (8 * i));	/* length */
+	}
+	res[12] = 0x89;					/* large item Extended Interrupt (type 0x09), */
+	res[13] = 0x06;					/*   6 bytes follow */
+	res[15] = 0x03;					/* consumer, edge; active high, exclusive */
+	res[16] = 0x01;					/* one interrupt */
+	for (int i = 0; i < 4; i++)
+		res[17 + i] = (uint8_t)(v->gsi >> (8 * i));
+	dev = aml_device_begin(a, name);
+	aml_name_string(a, "_HID", "LNRO0005");
+	aml_byte(a, AML_NAME_OP);				/* Name (_UID, BytePrefix index) */
+	aml_put(a, "_UID", 4);
+	aml_byte(a, AML_BYTE_PREFIX);
+	aml_byte(a, (uint8_t)index);
+	aml_name_resources(a, "_CRS", res, sizeof(res));
+	aml_pkg_end(a, dev);
+}
+
+static void dsdt_aml(struct aml *a, const struct boot_virtio *virtio, int nr_virtio)
 {
 	static const uint8_t com1_res[] = {
 		0x47,					/* small item I/O Port (type 0x8), 7 bytes follow */
@@ -439,6 +483,9 @@ static void dsdt_aml(struct aml *a)
 	aml_pkg_end(a, cond);
 	aml_pkg_end(a, method);
 	aml_pkg_end(a, dev);
+
+	for (int i = 0; i < nr_virtio; i++)
+		virtio_aml(a, &virtio[i], i);
 
 	aml_pkg_end(a, scope);
 }
@@ -547,7 +594,8 @@ static void madt_write(struct acpi_madt *madt, int nr_cpus)
 	header_checksum(&madt->h);
 }
 
-int acpi_write(struct guest_mem *mem, int nr_cpus, struct vm_error *err)
+int acpi_write(struct guest_mem *mem, int nr_cpus, const struct boot_virtio *virtio, int nr_virtio,
+	       struct vm_error *err)
 {
 	struct aml aml = { .len = 0 };
 	struct acpi_layout at;
@@ -555,7 +603,9 @@ int acpi_write(struct guest_mem *mem, int nr_cpus, struct vm_error *err)
 
 	if (nr_cpus < 1 || nr_cpus > 254)	/* one-byte APIC ids and processor UIDs; 0xff means "all" */
 		return vm_error_set(err, EINVAL, "ACPI tables cannot describe %d vCPUs", nr_cpus);
-	dsdt_aml(&aml);
+	if (nr_virtio < 0 || nr_virtio > BOOT_MAX_VIRTIO)
+		return vm_error_set(err, EINVAL, "the DSDT cannot list %d virtio devices", nr_virtio);
+	dsdt_aml(&aml, virtio, nr_virtio);
 	if (aml.overflow)
 		return vm_error_set(err, ENOSPC, "the DSDT does not fit in %d bytes", AML_MAX);
 

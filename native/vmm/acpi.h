@@ -34,9 +34,14 @@
 
 struct guest_mem;
 struct vm_error;
+struct boot_virtio;
 
-/* Writes RSDP, XSDT, FADT, DSDT and MADT (one local APIC per vCPU) at ACPI_RSDP_ADDR. */
-int acpi_write(struct guest_mem *mem, int nr_cpus, struct vm_error *err);
+/*
+ * Writes RSDP, XSDT, FADT, DSDT and MADT (one local APIC per vCPU) at ACPI_RSDP_ADDR. The DSDT lists the virtio-mmio
+ * devices (`LNRO0005`, as QEMU and Firecracker), at most BOOT_MAX_VIRTIO.
+ */
+int acpi_write(struct guest_mem *mem, int nr_cpus, const struct boot_virtio *virtio, int nr_virtio,
+	       struct vm_error *err);
 
 /*
  * Encodes an AML PkgLength for a package whose contents after the PkgLength are `body_len` bytes (the encoded

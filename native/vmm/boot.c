@@ -100,5 +100,5 @@ int boot_setup(struct guest_mem *mem, const struct kernel_image *kernel, const s
 	ret = mptable_write(mem, BOOT_EBDA, info->nr_cpus, err);
 	if (ret < 0)
 		return ret;
-	return acpi_write(mem, info->nr_cpus, err);
+	return acpi_write(mem, info->nr_cpus, info->virtio, info->nr_virtio, err);
 }

@@ -33,10 +33,19 @@ struct guest_mem;
 struct kernel_image;
 struct vm_error;
 
+/* A virtio-mmio device's window and interrupt, which the DSDT describes (and the command line, with acpi=off). */
+struct boot_virtio {
+	uint64_t base;
+	uint32_t len, gsi;
+};
+#define BOOT_MAX_VIRTIO 8
+
 struct boot_info {
 	const char *cmdline;
 	uint64_t initrd_addr, initrd_size;	/* size 0: no initrd */
 	int nr_cpus;
+	const struct boot_virtio *virtio;
+	int nr_virtio;
 };
 
 int boot_setup(struct guest_mem *mem, const struct kernel_image *kernel, const struct boot_info *info,

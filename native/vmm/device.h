@@ -18,6 +18,7 @@ struct snap_writer;
 
 struct device_type {
 	const char *name;
+	/* Returns 0, -errno with err set, or 1 when this VM does not have the device (an optional one). */
 	int (*setup)(struct vm *vm, void **state, struct vm_error *err);
 	void (*teardown)(struct vm *vm, void *state);
 	/* Instead of setup, for a stateless port device: ports [port, port + nr_ports) go to pio (opaque NULL). */
@@ -31,6 +32,12 @@ struct device_type {
 	int (*save)(struct vm *vm, void *state, struct snap_writer *w);
 	int (*load)(struct vm *vm, void *state, const uint8_t *data, size_t len, struct vm_error *err);
 	void (*clone)(struct vm *vm, void *state);
+	/*
+	 * Optional, around a checkpoint, with every vCPU parked: quiesce stops the device's own threads touching guest
+	 * memory (and prepares what save records, such as freezing a disk layer); resume lets them go on.
+	 */
+	int (*quiesce)(struct vm *vm, void *state, struct vm_error *err);
+	void (*resume)(struct vm *vm, void *state);
 	struct device_type *next;
 };
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "boot.h"
 #include "console.h"
 #include "guest_mem.h"
 #include "io.h"
@@ -35,6 +36,15 @@ struct device_instance {
 	void *state;
 };
 
+/* What optional devices a VM has: from its vm_config, or for a restore from the snapshot (and disk_top). */
+struct vm_device_config {
+	char *disk, *disk_top;	/* owned copies */
+	int rng;
+	char *vsock_path;	/* owned copy; NULL: no vsock device */
+	uint64_t vsock_cid;
+	const char *next_disk_top;	/* during vm_checkpoint: where a writable disk goes on */
+};
+
 struct vm {
 	int kvm_fd, vm_fd;
 	struct guest_mem mem;
@@ -48,6 +58,10 @@ struct vm {
 	int nr_devices;
 	struct kernel_image kernel;
 	struct vm_callbacks cb;
+	struct vm_device_config devcfg;
+	const struct snap_blob *restoring;	/* during vm_restore: the snapshot's sections (which devices exist) */
+	struct boot_virtio virtio[BOOT_MAX_VIRTIO];	/* virtio-mmio windows, in slot order */
+	int nr_virtio;
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -72,6 +86,9 @@ void vm_memory_unregister(struct vm *vm);
  */
 int vm_hold(struct vm *vm, int *was_running, struct vm_error *err);
 void vm_release(struct vm *vm, int was_running);
+
+/* virtio_vm.c, for snapshot.c: the disk path in a virtio-blk device section (into out), or NULL. */
+const char *vm_snapshot_disk_section(const uint8_t *data, size_t len, char *out, size_t out_len);
 
 /* Ends the VM from inside (a device or a vCPU): records the first reason and asks every vCPU to stop. */
 void vm_end(struct vm *vm, enum vm_exit_reason reason, int code, const char *fmt, ...)

@@ -37,6 +37,7 @@ struct vm_snapshot {
 	struct snap_vm_info info;
 	struct mem_layer *layer;
 	char *dir;			/* where it was opened from, or NULL */
+	char disk[PATH_MAX];		/* the frozen disk layer (or read-only image) its virtio-blk section names */
 };
 
 static double now_ms(void)
@@ -476,6 +477,25 @@ static void random_id(uint8_t id[SNAP_ID_SIZE])
 	id[0] |= 1;	/* never all zeros, which means "no parent" */
 }
 
+static void snapshot_find_disk(struct vm_snapshot *s)
+{
+	static const char name[] = "virtio-blk";
+
+	for (uint32_t i = 0; i < s->parsed.nr_sections; i++) {
+		const struct snap_section *sec = &s->parsed.sections[i];
+
+		if (sec->kind == SNAP_DEVICE && sec->data[0] == sizeof(name) - 1 &&
+		    !memcmp(sec->data + 1, name, sizeof(name) - 1))
+			vm_snapshot_disk_section(sec->data + sizeof(name), (size_t)sec->len - sizeof(name), s->disk,
+						 sizeof(s->disk));
+	}
+}
+
+const char *vm_snapshot_disk(const struct vm_snapshot *s)
+{
+	return s->disk[0] ? s->disk : NULL;
+}
+
 static int snapshot_from_blob(uint8_t *blob, size_t len, const char *what, struct mem_layer *layer,
 			      struct vm_snapshot **out, struct vm_error *err)
 {
@@ -492,11 +512,36 @@ static int snapshot_from_blob(uint8_t *blob, size_t len, const char *what, struc
 		return -1;
 	}
 	s->layer = mem_layer_get(layer);
+	snapshot_find_disk(s);
 	*out = s;
 	return 0;
 }
 
-int vm_checkpoint(struct vm *vm, struct vm_snapshot **out, struct vm_checkpoint_stats *stats, struct vm_error *err)
+/* Stops the devices' own threads (vCPUs are parked); on failure, those already stopped go on again. */
+static int devices_quiesce(struct vm *vm, struct vm_error *err)
+{
+	for (int i = 0; i < vm->nr_devices; i++) {
+		struct device_instance *d = &vm->devices[i];
+
+		if (d->type->quiesce && d->type->quiesce(vm, d->state, err) < 0) {
+			while (--i >= 0)
+				if (vm->devices[i].type->resume)
+					vm->devices[i].type->resume(vm, vm->devices[i].state);
+			return vm_error_prefix(err, "the %s: ", d->type->name);
+		}
+	}
+	return 0;
+}
+
+static void devices_resume(struct vm *vm)
+{
+	for (int i = vm->nr_devices - 1; i >= 0; i--)
+		if (vm->devices[i].type->resume)
+			vm->devices[i].type->resume(vm, vm->devices[i].state);
+}
+
+int vm_checkpoint(struct vm *vm, const char *disk_top, struct vm_snapshot **out, struct vm_checkpoint_stats *stats,
+		  struct vm_error *err)
 {
 	struct vm_checkpoint_stats st = { 0 };
 	struct snap_writer w;
@@ -508,9 +553,18 @@ int vm_checkpoint(struct vm *vm, struct vm_snapshot **out, struct vm_checkpoint_
 	if (ret < 0)
 		return vm_error_prefix(err, "cannot checkpoint: ");
 	snap_writer_init(&w);
+	vm->devcfg.next_disk_top = disk_top;
+	ret = devices_quiesce(vm, err);
+	if (ret < 0) {
+		vm_release(vm, was_running);
+		snap_writer_free(&w);
+		return vm_error_prefix(err, "cannot checkpoint: ");
+	}
 	ret = vm_state_save(vm, &w, err);
 	if (!ret)
 		ret = memory_freeze(vm, &st, err);
+	devices_resume(vm);
+	vm->devcfg.next_disk_top = NULL;
 	vm_release(vm, was_running);
 	st.pause_ms = now_ms() - t0;
 	random_id(id);
@@ -931,6 +985,7 @@ static int snapshot_open_at(const char *dir, int depth, struct vm_snapshot **out
 		return ret;
 	}
 	s->layer = layer;
+	snapshot_find_disk(s);
 	*out = s;
 	return 0;
 }
@@ -1089,8 +1144,8 @@ static int devices_restore(struct vm *vm, const struct vm_snapshot *s, struct vm
 	return 0;
 }
 
-int vm_restore(struct vm_snapshot *s, uint64_t console_limit, const struct vm_callbacks *cb, struct vm **out,
-	       struct vm_error *err)
+int vm_restore(struct vm_snapshot *s, uint64_t console_limit, const char *disk_top, const char *vsock_path,
+	       const struct vm_callbacks *cb, struct vm **out, struct vm_error *err)
 {
 	struct vm *vm;
 	int ret;
@@ -1101,11 +1156,19 @@ int vm_restore(struct vm_snapshot *s, uint64_t console_limit, const struct vm_ca
 	vm = vm_alloc((int)s->info.nr_cpus, console_limit, cb, err);
 	if (!vm)
 		return -1;
-	ret = vm_build(vm, 0, s->layer, err);
+	vm->restoring = &s->parsed;	/* the devices the snapshot has state for are the ones the VM gets */
+	vm->devcfg.disk_top = disk_top ? strdup(disk_top) : NULL;
+	vm->devcfg.vsock_path = vsock_path ? strdup(vsock_path) : NULL;
+	ret = (disk_top && !vm->devcfg.disk_top) || (vsock_path && !vm->devcfg.vsock_path)
+		      ? vm_error_set(err, ENOMEM, "out of memory")
+		      : 0;
+	if (!ret)
+		ret = vm_build(vm, 0, s->layer, err);
 	if (!ret)
 		ret = vm_state_restore(vm, s, err);
 	if (!ret)
 		ret = devices_restore(vm, s, err);
+	vm->restoring = NULL;
 	if (ret < 0) {
 		vm_destroy(vm);
 		return ret;

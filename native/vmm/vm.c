@@ -120,6 +120,8 @@ static int vm_devices_setup(struct vm *vm, struct vm_error *err)
 		d->type = t;
 		if (t->setup) {
 			ret = t->setup(vm, &d->state, err);
+			if (ret == 1)
+				continue;	/* an optional device this VM does not have */
 		} else {
 			d->state = NULL;
 			ret = io_bus_register(&vm->pio, t->port, t->nr_ports, t->pio, NULL);
@@ -133,6 +135,8 @@ static int vm_devices_setup(struct vm *vm, struct vm_error *err)
 	return 0;
 }
 
+static int boot_load_with(struct vm *vm, const struct vm_config *cfg, struct boot_info *info, struct vm_error *err);
+
 static int config_check(const struct vm_config *cfg, struct vm_error *err)
 {
 	if (cfg->nr_cpus < 1 || cfg->nr_cpus > VM_MAX_CPUS)
@@ -145,23 +149,66 @@ static int config_check(const struct vm_config *cfg, struct vm_error *err)
 		return -err->code;
 	if (!cfg->kernel || !*cfg->kernel)
 		return vm_error_set(err, EINVAL, "no kernel given");
+	if (cfg->disk_top && !cfg->disk)
+		return vm_error_set(err, EINVAL, "a disk top layer needs a disk (its base image)");
 	return 0;
+}
+
+/*
+ * The command line, with the virtio-mmio devices announced on it (virtio_mmio.device=4K@0xc0001000:5) when the
+ * guest is told to ignore ACPI: otherwise the DSDT lists them (acpi.c says why it has to). Returns NULL when it is
+ * too long.
+ */
+static char *boot_cmdline(struct vm *vm, const char *cmdline)
+{
+	size_t cap = BOOT_CMDLINE_MAX, len;
+	char *s = calloc(1, cap);
+
+	if (!s)
+		return NULL;
+	snprintf(s, cap, "%s", cmdline ? cmdline : "");
+	if (!cmdline || !strstr(cmdline, "acpi=off"))
+		return s;
+	for (int i = 0; i < vm->nr_virtio; i++) {
+		len = strlen(s);
+		if ((size_t)snprintf(s + len, cap - len, "%svirtio_mmio.device=%uK@0x%llx:%u", len ? " " : "",
+				     vm->virtio[i].len >> 10, (unsigned long long)vm->virtio[i].base,
+				     vm->virtio[i].gsi) >= cap - len) {
+			free(s);
+			return NULL;
+		}
+	}
+	return s;
 }
 
 static int boot_load(struct vm *vm, const struct vm_config *cfg, struct vm_error *err)
 {
-	struct boot_info info = { .cmdline = cfg->cmdline, .nr_cpus = cfg->nr_cpus };
+	struct boot_info info = { .nr_cpus = cfg->nr_cpus, .virtio = vm->virtio, .nr_virtio = vm->nr_virtio };
+	char *cmdline = boot_cmdline(vm, cfg->cmdline);
+	int ret;
+
+	if (!cmdline)
+		return vm_error_set(err, E2BIG, "the kernel command line with the virtio devices on it is longer than "
+				    "%d bytes", BOOT_CMDLINE_MAX - 1);
+	info.cmdline = cmdline;
+	ret = boot_load_with(vm, cfg, &info, err);
+	free(cmdline);
+	return ret;
+}
+
+static int boot_load_with(struct vm *vm, const struct vm_config *cfg, struct boot_info *info, struct vm_error *err)
+{
 	int ret = loader_load_kernel(&vm->mem, cfg->kernel, &vm->kernel, err);
 
 	if (ret < 0)
 		return ret;
 	if (cfg->initrd && *cfg->initrd) {
 		ret = loader_load_initrd(&vm->mem, cfg->initrd, vm->kernel.end, (uint64_t)vm->kernel.initrd_addr_max + 1,
-					 &info.initrd_addr, &info.initrd_size, err);
+					 &info->initrd_addr, &info->initrd_size, err);
 		if (ret < 0)
 			return ret;
 	}
-	ret = boot_setup(&vm->mem, &vm->kernel, &info, err);
+	ret = boot_setup(&vm->mem, &vm->kernel, info, err);
 	if (ret < 0)
 		return ret;
 	return vcpu_setup_boot(&vm->cpus[0], vm->kernel.entry, err);
@@ -233,6 +280,16 @@ int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct
 	vm = vm_alloc(cfg->nr_cpus, cfg->console_limit, cb, err);
 	if (!vm)
 		return -1;
+	vm->devcfg.rng = cfg->rng;
+	vm->devcfg.disk = cfg->disk ? strdup(cfg->disk) : NULL;
+	vm->devcfg.disk_top = cfg->disk_top ? strdup(cfg->disk_top) : NULL;
+	vm->devcfg.vsock_path = cfg->vsock_path ? strdup(cfg->vsock_path) : NULL;
+	vm->devcfg.vsock_cid = cfg->vsock_cid ? cfg->vsock_cid : 3;
+	if ((cfg->disk && !vm->devcfg.disk) || (cfg->disk_top && !vm->devcfg.disk_top) ||
+	    (cfg->vsock_path && !vm->devcfg.vsock_path)) {
+		vm_destroy(vm);
+		return vm_error_set(err, ENOMEM, "out of memory");
+	}
 	ret = vm_build(vm, cfg->mem_size, NULL, err);
 	if (!ret)
 		ret = boot_load(vm, cfg, err);
@@ -455,6 +512,9 @@ void vm_destroy(struct vm *vm)
 	if (vm->kvm_fd >= 0)
 		close(vm->kvm_fd);
 	console_exit(&vm->console);
+	free(vm->devcfg.disk);
+	free(vm->devcfg.disk_top);
+	free(vm->devcfg.vsock_path);
 	pthread_cond_destroy(&vm->cond);
 	pthread_mutex_destroy(&vm->lock);
 	free(vm->cpus);

@@ -40,6 +40,20 @@ struct vm_config {
 	const char *initrd;	/* NULL: none */
 	const char *cmdline;	/* NULL: empty */
 	uint64_t console_limit;	/* bytes of unread console output before the guest waits; 0: 1 MiB */
+	/*
+	 * A virtio-blk disk (docs/disks.md), NULL for none: `disk` is the base image (raw), `disk_top` the writable
+	 * layer the VM writes to, opened when it exists (it must sit on `disk`) and created over `disk` when not.
+	 * Without disk_top the disk is read-only.
+	 */
+	const char *disk;
+	const char *disk_top;
+	int rng;		/* a virtio-rng device */
+	/*
+	 * A virtio-vsock device (docs/vmm.md, "vsock"), NULL for none: the host side is a Unix socket at `vsock_path`
+	 * (Firecracker's muxer: connect, send `CONNECT <port>\n`); the guest's CID is `vsock_cid` (0: 3).
+	 */
+	const char *vsock_path;
+	uint64_t vsock_cid;
 };
 
 /* Both are called from VMM threads; they must not call back into the VM, only wake the owner. */
@@ -84,8 +98,13 @@ struct vm_snapshot_info {
 
 typedef void (*vm_progress_fn)(void *opaque, uint64_t done, uint64_t total);
 
-/* Parks the vCPUs only while state is captured and memory frozen; a running VM runs again before this returns. */
-int vm_checkpoint(struct vm *vm, struct vm_snapshot **out, struct vm_checkpoint_stats *stats, struct vm_error *err);
+/*
+ * Parks the vCPUs only while state is captured and memory frozen; a running VM runs again before this returns.
+ * A VM with a writable disk freezes its top layer (the snapshot records it) and goes on writing to a new layer at
+ * `disk_top`, which must be given then and must not exist.
+ */
+int vm_checkpoint(struct vm *vm, const char *disk_top, struct vm_snapshot **out, struct vm_checkpoint_stats *stats,
+		  struct vm_error *err);
 /* Publishes the snapshot atomically as `dir`, which must not exist. Blocks for the disk writes. */
 int vm_snapshot_write(struct vm_snapshot *snap, const char *dir, vm_progress_fn progress, void *opaque,
 		      struct vm_snapshot_info *info, struct vm_error *err);
@@ -93,9 +112,16 @@ int vm_snapshot_write(struct vm_snapshot *snap, const char *dir, vm_progress_fn 
 int vm_snapshot_open(const char *dir, struct vm_snapshot **out, struct vm_error *err);
 void vm_snapshot_get_info(const struct vm_snapshot *snap, struct vm_snapshot_info *info);
 void vm_snapshot_put(struct vm_snapshot *snap);
-/* A new VM (state created: call vm_start) that continues from the snapshot. */
-int vm_restore(struct vm_snapshot *snap, uint64_t console_limit, const struct vm_callbacks *cb, struct vm **out,
-	       struct vm_error *err);
+/*
+ * A new VM (state created: call vm_start) that continues from the snapshot. When the snapshot's disk was writable,
+ * the VM writes to a new layer at `disk_top` (required then; it must not exist) over the frozen one. When the
+ * snapshot's VM had a vsock device, the new VM's host side listens at `vsock_path` (required then); the guest is
+ * told that its connections were reset.
+ */
+int vm_restore(struct vm_snapshot *snap, uint64_t console_limit, const char *disk_top, const char *vsock_path,
+	       const struct vm_callbacks *cb, struct vm **out, struct vm_error *err);
+/* The disk layer a snapshot's disk was frozen in (or its read-only image), or NULL when the VM had no disk. */
+const char *vm_snapshot_disk(const struct vm_snapshot *snap);
 
 struct vm_memory_stats {
 	uint64_t guest_bytes;		/* the VM's RAM size */

@@ -1,0 +1,158 @@
+// A process in the guest, started through the agent: stdin pumped under the agent's window, stdout and stderr
+// delivered as they arrive (the window granted back once each chunk is handed over), kill, exit status.
+import os from 'node:os';
+import type { AgentConnection, AgentStream } from './agent-connection.js';
+import {
+  AgentError,
+  DATA_CHUNK,
+  encodeFields,
+  encodeFrame,
+  Field,
+  Fields,
+  FLAG_EOF,
+  FrameType,
+  type FieldValue,
+} from './agent-protocol.js';
+
+export interface ExecOptions {
+  /** Added to (and overriding) the agent's environment. */
+  env?: Record<string, string>;
+  cwd?: string;
+  /** Without it the process reads /dev/null. */
+  stdin?: string | Uint8Array | AsyncIterable<Uint8Array>;
+  /** The agent SIGKILLs the process group after this long; the result then has `timedOut`. */
+  timeoutMs?: number;
+  onStdout?: (chunk: Buffer) => void;
+  onStderr?: (chunk: Buffer) => void;
+}
+
+export interface ExecResult {
+  /** The exit status, or null when a signal ended the process. */
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  timedOut: boolean;
+  /** What the process wrote, when no onStdout / onStderr callback was given (else empty). */
+  stdout: Buffer;
+  stderr: Buffer;
+}
+
+const signalNames = new Map<number, NodeJS.Signals>(
+  Object.entries(os.constants.signals).map(([name, number]) => [number, name as NodeJS.Signals]),
+);
+
+function signalNumber(signal: NodeJS.Signals | number): number {
+  const number = typeof signal === 'number' ? signal : os.constants.signals[signal];
+  if (number === undefined) throw new AgentError(`unknown signal ${signal}`, 'EINVAL');
+  return number;
+}
+
+async function* chunksOf(source: string | Uint8Array | AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
+  if (typeof source === 'string') yield Buffer.from(source);
+  else if (source instanceof Uint8Array) yield source;
+  else yield* source;
+}
+
+/** Sends `source` as data frames of `type`, each within the stream's window, and then an empty EOF frame. */
+export async function pumpData(
+  connection: AgentConnection,
+  stream: AgentStream,
+  type: number,
+  source: string | Uint8Array | AsyncIterable<Uint8Array>,
+): Promise<number> {
+  let total = 0;
+  for await (const chunk of chunksOf(source)) {
+    for (let at = 0; at < chunk.length;) {
+      const n = await stream.takeWindow(Math.min(DATA_CHUNK, chunk.length - at));
+      await connection.send(encodeFrame(type, stream.id, chunk.subarray(at, at + n)));
+      at += n;
+      total += n;
+    }
+  }
+  await connection.send(encodeFrame(type, stream.id, Buffer.alloc(0), FLAG_EOF));
+  return total;
+}
+
+export class AgentProcess {
+  /** The process's pid in the guest, once it has started. */
+  readonly pid: Promise<number>;
+  readonly result: Promise<ExecResult>;
+  readonly #connection: AgentConnection;
+  readonly #stream: AgentStream;
+  #done = false;
+
+  constructor(connection: AgentConnection, argv: string[], options: ExecOptions) {
+    this.#connection = connection;
+    const what = `exec ${argv.map((arg) => (/^[\w./=:-]+$/.test(arg) ? arg : JSON.stringify(arg))).join(' ')}`;
+    const stream = connection.stream(what.length > 120 ? `${what.slice(0, 117)}...` : what);
+    this.#stream = stream;
+    const fields: [number, FieldValue][] = argv.map((arg) => [Field.ARGV, arg]);
+    for (const [key, value] of Object.entries(options.env ?? {})) fields.push([Field.ENV, `${key}=${value}`]);
+    if (options.cwd !== undefined) fields.push([Field.CWD, options.cwd]);
+    if (options.timeoutMs !== undefined) fields.push([Field.TIMEOUT_MS, Math.max(1, Math.ceil(options.timeoutMs))]);
+    fields.push([Field.STDIN, options.stdin === undefined ? 0 : 1]);
+
+    let started!: (pid: number) => void;
+    let failStart!: (error: AgentError) => void;
+    this.pid = new Promise<number>((resolve, reject) => ((started = resolve), (failStart = reject)));
+    this.pid.catch(() => {}); // the same error reaches `result`, which callers await
+    const stdout: Buffer[] = [];
+    const stderr: Buffer[] = [];
+    this.result = new Promise<ExecResult>((resolve, reject) => {
+      const fail = (error: AgentError) => {
+        this.#done = true;
+        connection.end(stream);
+        failStart(error);
+        reject(error);
+      };
+      stream.onClose = fail;
+      stream.onFrame = (frame) => {
+        if (frame.type === FrameType.STDOUT || frame.type === FrameType.STDERR) {
+          const onData = frame.type === FrameType.STDOUT ? options.onStdout : options.onStderr;
+          if (onData) onData(frame.payload);
+          else (frame.type === FrameType.STDOUT ? stdout : stderr).push(frame.payload);
+          connection.grant(stream, frame.payload.length);
+          return;
+        }
+        let fields: Fields;
+        try {
+          fields = new Fields(frame.payload);
+        } catch (error) {
+          return fail(new AgentError(`${stream.what}: ${(error as Error).message}`, 'EPROTO'));
+        }
+        if (frame.type === FrameType.STARTED) started(fields.num(Field.PID) ?? 0);
+        else if (frame.type === FrameType.ERROR) fail(AgentError.fromFrame(fields, stream.what));
+        else if (frame.type === FrameType.EXIT) {
+          this.#done = true;
+          connection.end(stream);
+          const signal = fields.num(Field.SIGNAL);
+          resolve({
+            exitCode: signal === undefined ? (fields.num(Field.EXIT_CODE) ?? null) : null,
+            signal: signal === undefined ? null : (signalNames.get(signal) ?? (`SIG${signal}` as NodeJS.Signals)),
+            timedOut: fields.num(Field.TIMED_OUT) === 1,
+            stdout: Buffer.concat(stdout),
+            stderr: Buffer.concat(stderr),
+          });
+        }
+      };
+      connection
+        .send(encodeFrame(FrameType.EXEC, stream.id, encodeFields(fields)))
+        .then(() => {
+          // Stdin stops early when the process ends first; a source that fails ends stdin there.
+          if (options.stdin !== undefined)
+            pumpData(connection, stream, FrameType.STDIN, options.stdin).catch(() => {
+              if (!this.#done)
+                connection.send(encodeFrame(FrameType.STDIN, stream.id, Buffer.alloc(0), FLAG_EOF)).catch(() => {});
+            });
+        })
+        .catch(fail);
+    });
+  }
+
+  /** Sends a signal to the process's group (everything it started). No-op once it has ended. */
+  async kill(signal: NodeJS.Signals | number = 'SIGTERM'): Promise<void> {
+    const number = signalNumber(signal);
+    await this.pid;
+    if (this.#done) return;
+    await this.#connection.send(encodeFrame(FrameType.KILL, this.#stream.id, encodeFields([[Field.SIGNAL, number]])));
+  }
+}

@@ -1,0 +1,196 @@
+// The host side of the guest agent's wire protocol (docs/agent.md; the agent's copy is native/agent/proto.h):
+// 12-byte frame headers, TLV fields in control frames, raw bytes in data frames.
+
+export const PROTOCOL_VERSION = 1;
+export const HEADER_SIZE = 12;
+export const MAX_PAYLOAD = 1 << 20;
+/** Data frames the client sends carry at most this much. */
+export const DATA_CHUNK = 64 << 10;
+export const FLAG_EOF = 0x1;
+
+export const FrameType = {
+  HELLO: 0x01,
+  OK: 0x02,
+  ERROR: 0x03,
+  WINDOW: 0x04,
+  EXEC: 0x10,
+  STDIN: 0x11,
+  KILL: 0x12,
+  STARTED: 0x13,
+  STDOUT: 0x14,
+  STDERR: 0x15,
+  EXIT: 0x16,
+  FILE_READ: 0x20,
+  FILE_WRITE: 0x21,
+  FILE_DATA: 0x22,
+  INIT: 0x30,
+  REMINT: 0x40,
+  POWEROFF: 0x50,
+} as const;
+
+export const Field = {
+  PROTOCOL: 1,
+  VERSION: 2,
+  BOOT_ID: 3,
+  GENERATION: 4,
+  INIT_STATE: 5,
+  WINDOW: 6,
+  MAX_PAYLOAD: 7,
+  ARGV: 10,
+  ENV: 11,
+  CWD: 12,
+  TIMEOUT_MS: 13,
+  STDIN: 14,
+  PID: 15,
+  EXIT_CODE: 16,
+  SIGNAL: 17,
+  TIMED_OUT: 18,
+  PATH: 20,
+  MODE: 21,
+  MKDIRS: 22,
+  SIZE: 23,
+  ERRNO: 30,
+  ERRNAME: 31,
+  MESSAGE: 32,
+  COMMAND: 40,
+  OUTPUT: 41,
+  ALREADY_RAN: 42,
+  HOSTNAME: 50,
+  MACHINE_ID: 51,
+  ENTROPY: 52,
+  REBOOT: 53,
+  APPLIED: 54,
+  SKIPPED: 55,
+} as const;
+
+export const INIT_STATES = ['not-run', 'running', 'done', 'failed'] as const;
+export type InitState = (typeof INIT_STATES)[number];
+
+export function frameTypeName(type: number): string {
+  const name = Object.entries(FrameType).find(([, value]) => value === type)?.[0];
+  return name ?? `0x${type.toString(16)}`;
+}
+
+export interface Frame {
+  type: number;
+  flags: number;
+  id: number;
+  payload: Buffer;
+}
+
+/** A field value: a string, bytes, or an unsigned integer (encoded as u64). */
+export type FieldValue = string | Uint8Array | number | bigint;
+
+export function encodeFields(fields: [number, FieldValue][]): Buffer {
+  const parts: Buffer[] = [];
+  for (const [tag, value] of fields) {
+    let bytes: Buffer;
+    if (typeof value === 'string') bytes = Buffer.from(value, 'utf8');
+    else if (typeof value === 'number' || typeof value === 'bigint') {
+      bytes = Buffer.alloc(8);
+      bytes.writeBigUInt64LE(BigInt(value));
+    } else bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+    const head = Buffer.alloc(6);
+    head.writeUInt16LE(tag, 0);
+    head.writeUInt32LE(bytes.length, 2);
+    parts.push(head, bytes);
+  }
+  return Buffer.concat(parts);
+}
+
+export function encodeFrame(type: number, id: number, payload: Uint8Array = Buffer.alloc(0), flags = 0): Buffer {
+  if (payload.length > MAX_PAYLOAD) throw new Error(`a ${frameTypeName(type)} frame of ${payload.length} bytes`);
+  const frame = Buffer.alloc(HEADER_SIZE + payload.length);
+  frame.writeUInt32LE(payload.length, 0);
+  frame.writeUInt16LE(type, 4);
+  frame.writeUInt16LE(flags, 6);
+  frame.writeUInt32LE(id, 8);
+  frame.set(payload, HEADER_SIZE);
+  return frame;
+}
+
+/** The fields of a control frame, in order. Throws on a field that overruns the payload. */
+export class Fields {
+  readonly list: { tag: number; value: Buffer }[] = [];
+
+  constructor(payload: Buffer) {
+    let at = 0;
+    while (at < payload.length) {
+      if (payload.length - at < 6) throw new Error(`a field header is cut off at byte ${at}`);
+      const tag = payload.readUInt16LE(at);
+      const len = payload.readUInt32LE(at + 2);
+      if (len > payload.length - at - 6) throw new Error(`field ${tag} (${len} bytes) overruns the frame`);
+      this.list.push({ tag, value: payload.subarray(at + 6, at + 6 + len) });
+      at += 6 + len;
+    }
+  }
+
+  bytes(tag: number): Buffer | undefined {
+    return this.list.find((f) => f.tag === tag)?.value;
+  }
+
+  str(tag: number): string | undefined {
+    return this.bytes(tag)?.toString('utf8');
+  }
+
+  strs(tag: number): string[] {
+    return this.list.filter((f) => f.tag === tag).map((f) => f.value.toString('utf8'));
+  }
+
+  num(tag: number): number | undefined {
+    const value = this.bytes(tag);
+    if (value === undefined) return undefined;
+    if (value.length !== 8) throw new Error(`field ${tag} is ${value.length} bytes, not a u64`);
+    return Number(value.readBigUInt64LE(0));
+  }
+}
+
+/** Splits a byte stream into frames. */
+export class FrameParser {
+  #buf: Buffer = Buffer.alloc(0);
+
+  /** Returns the complete frames in `chunk` (and before it); throws on a length over MAX_PAYLOAD. */
+  push(chunk: Buffer): Frame[] {
+    this.#buf = this.#buf.length ? Buffer.concat([this.#buf, chunk]) : chunk;
+    const frames: Frame[] = [];
+    let at = 0;
+    while (this.#buf.length - at >= HEADER_SIZE) {
+      const len = this.#buf.readUInt32LE(at);
+      if (len > MAX_PAYLOAD) throw new Error(`the agent sent a frame of ${len} bytes (the limit is ${MAX_PAYLOAD})`);
+      if (this.#buf.length - at - HEADER_SIZE < len) break;
+      frames.push({
+        type: this.#buf.readUInt16LE(at + 4),
+        flags: this.#buf.readUInt16LE(at + 6),
+        id: this.#buf.readUInt32LE(at + 8),
+        payload: this.#buf.subarray(at + HEADER_SIZE, at + HEADER_SIZE + len),
+      });
+      at += HEADER_SIZE + len;
+    }
+    this.#buf = this.#buf.subarray(at);
+    return frames;
+  }
+
+  /** Bytes of a frame not yet complete. */
+  get pending(): number {
+    return this.#buf.length;
+  }
+}
+
+/** A failed agent request or a lost connection: `code` is the errno name (ENOENT, ECONNRESET, EPROTO, …). */
+export class AgentError extends Error {
+  constructor(
+    message: string,
+    readonly code: string,
+    readonly path?: string,
+    readonly errno?: number,
+  ) {
+    super(message);
+    this.name = 'AgentError';
+  }
+
+  static fromFrame(fields: Fields, what: string): AgentError {
+    const code = fields.str(Field.ERRNAME) ?? 'EPROTO';
+    const message = fields.str(Field.MESSAGE) ?? 'the agent gave no reason';
+    return new AgentError(`${what}: ${message} (${code})`, code, fields.str(Field.PATH), fields.num(Field.ERRNO));
+  }
+}

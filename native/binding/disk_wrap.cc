@@ -1,0 +1,102 @@
+// Disk layers (docs/disks.md) for the engine: create a layer, describe a chain. Both touch the disk, so both run
+// off the JavaScript thread and return promises.
+#include "disk_wrap.h"
+
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "disk.h"
+#include "error.h"
+}
+
+namespace {
+
+// createDiskLayer(path, below): a new empty writable layer over a base image or a frozen layer.
+class CreateLayerWorker : public Napi::AsyncWorker {
+ public:
+  CreateLayerWorker(Napi::Env env, std::string path, std::string below)
+      : Napi::AsyncWorker(env, "smol:createDiskLayer"),
+        path_(std::move(path)),
+        below_(std::move(below)),
+        deferred_(Napi::Promise::Deferred::New(env)) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+  void Execute() override {
+    struct vm_error err = {};
+    if (disk_layer_create(path_.c_str(), below_.c_str(), &err) < 0) SetError(err.msg);
+  }
+  void OnOK() override { deferred_.Resolve(Env().Undefined()); }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  std::string path_, below_;
+  Napi::Promise::Deferred deferred_;
+};
+
+struct LayerInfo {
+  std::string path;
+  bool frozen;
+};
+
+// diskInfo(path): the chain under a layer (or a raw image), checked as a VM would open it.
+class DiskInfoWorker : public Napi::AsyncWorker {
+ public:
+  DiskInfoWorker(Napi::Env env, std::string path)
+      : Napi::AsyncWorker(env, "smol:diskInfo"), path_(std::move(path)), deferred_(Napi::Promise::Deferred::New(env)) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+  void Execute() override {
+    struct vm_error err = {};
+    struct disk* d = nullptr;
+    if (disk_open(path_.c_str(), 1, &d, &err) < 0) {
+      SetError(err.msg);
+      return;
+    }
+    size_ = d->size;
+    base_ = d->base_path;
+    for (struct disk_layer* l = d->top; l; l = l->below) layers_.push_back({l->path, l->frozen != 0});
+    disk_close(d);
+  }
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::Object r = Napi::Object::New(env);
+    r.Set("size", static_cast<double>(size_));
+    r.Set("base", base_);
+    Napi::Array layers = Napi::Array::New(env, layers_.size());
+    for (size_t i = 0; i < layers_.size(); i++) {
+      Napi::Object l = Napi::Object::New(env);
+      l.Set("path", layers_[i].path);
+      l.Set("frozen", layers_[i].frozen);
+      layers.Set(static_cast<uint32_t>(i), l);
+    }
+    r.Set("layers", layers);  // top first
+    deferred_.Resolve(r);
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  std::string path_, base_;
+  uint64_t size_ = 0;
+  std::vector<LayerInfo> layers_;
+  Napi::Promise::Deferred deferred_;
+};
+
+}  // namespace
+
+Napi::Value CreateDiskLayer(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsString() || !info[1].IsString())
+    throw Napi::TypeError::New(env, "createDiskLayer(path, below) expects two paths");
+  auto* worker = new CreateLayerWorker(env, info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::String>().Utf8Value());
+  Napi::Promise p = worker->Promise();
+  worker->Queue();
+  return p;
+}
+
+Napi::Value DiskInfo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "diskInfo(path) expects a path");
+  auto* worker = new DiskInfoWorker(env, info[0].As<Napi::String>().Utf8Value());
+  Napi::Promise p = worker->Promise();
+  worker->Queue();
+  return p;
+}

@@ -1,0 +1,7 @@
+// createDiskLayer(path, below) -> Promise<void>; diskInfo(path) -> Promise<{size, base, layers}>. See docs/disks.md.
+#pragma once
+
+#include <napi.h>
+
+Napi::Value CreateDiskLayer(const Napi::CallbackInfo& info);
+Napi::Value DiskInfo(const Napi::CallbackInfo& info);

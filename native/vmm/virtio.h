@@ -1,0 +1,200 @@
+/*
+ * virtio 1.x over MMIO (the "virtio-mmio" transport, version 2) and split virtqueues (docs/vmm.md, "Virtio").
+ * This part is independent of KVM so the unit tests and the fuzzer drive it exactly as a driver would: the
+ * transport's registers, the queues in guest memory, and the device's requests. virtio_vm.c wires it to a VM
+ * (MMIO window, ioeventfd, irqfd, event thread, snapshots).
+ *
+ * Everything in a queue is guest input: every address and length is checked through guest_mem_ptr, every index
+ * against the queue size, and a chain may not be longer than the queue. A queue that breaks a rule is marked broken
+ * and the device sets DEVICE_NEEDS_RESET; the driver has to reset the device to use it again.
+ */
+#ifndef SMOL_VIRTIO_H
+#define SMOL_VIRTIO_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct guest_mem;
+
+/* MMIO register offsets (virtio 1.2, 4.2.2) */
+#define VIRTIO_MMIO_MAGIC_VALUE 0x000
+#define VIRTIO_MMIO_VERSION 0x004
+#define VIRTIO_MMIO_DEVICE_ID 0x008
+#define VIRTIO_MMIO_VENDOR_ID 0x00c
+#define VIRTIO_MMIO_DEVICE_FEATURES 0x010
+#define VIRTIO_MMIO_DEVICE_FEATURES_SEL 0x014
+#define VIRTIO_MMIO_DRIVER_FEATURES 0x020
+#define VIRTIO_MMIO_DRIVER_FEATURES_SEL 0x024
+#define VIRTIO_MMIO_QUEUE_SEL 0x030
+#define VIRTIO_MMIO_QUEUE_NUM_MAX 0x034
+#define VIRTIO_MMIO_QUEUE_NUM 0x038
+#define VIRTIO_MMIO_QUEUE_READY 0x044
+#define VIRTIO_MMIO_QUEUE_NOTIFY 0x050
+#define VIRTIO_MMIO_INTERRUPT_STATUS 0x060
+#define VIRTIO_MMIO_INTERRUPT_ACK 0x064
+#define VIRTIO_MMIO_STATUS 0x070
+#define VIRTIO_MMIO_QUEUE_DESC_LOW 0x080
+#define VIRTIO_MMIO_QUEUE_DESC_HIGH 0x084
+#define VIRTIO_MMIO_QUEUE_DRIVER_LOW 0x090
+#define VIRTIO_MMIO_QUEUE_DRIVER_HIGH 0x094
+#define VIRTIO_MMIO_QUEUE_DEVICE_LOW 0x0a0
+#define VIRTIO_MMIO_QUEUE_DEVICE_HIGH 0x0a4
+#define VIRTIO_MMIO_CONFIG_GENERATION 0x0fc
+#define VIRTIO_MMIO_CONFIG 0x100
+
+#define VIRTIO_MMIO_MAGIC 0x74726976	/* "virt" */
+#define VIRTIO_MMIO_VERSION_2 2
+#define VIRTIO_VENDOR_ID 0x4c4f4d53	/* "SMOL" */
+
+/* Device status bits */
+#define VIRTIO_STATUS_ACKNOWLEDGE 1
+#define VIRTIO_STATUS_DRIVER 2
+#define VIRTIO_STATUS_DRIVER_OK 4
+#define VIRTIO_STATUS_FEATURES_OK 8
+#define VIRTIO_STATUS_NEEDS_RESET 64
+#define VIRTIO_STATUS_FAILED 128
+
+#define VIRTIO_INT_USED 1
+#define VIRTIO_INT_CONFIG 2
+
+#define VIRTIO_F_VERSION_1 32
+
+/* Split virtqueue descriptor flags */
+#define VIRTQ_DESC_F_NEXT 1
+#define VIRTQ_DESC_F_WRITE 2
+#define VIRTQ_DESC_F_INDIRECT 4	/* VIRTIO_F_INDIRECT_DESC is not offered: a descriptor with it breaks the queue */
+
+#define VIRTQ_MAX_SIZE 256		/* QueueNumMax of every queue */
+#define VIRTIO_MAX_QUEUES 3		/* virtio-vsock has three */
+
+struct virtq {
+	uint16_t num;		/* size the driver chose: a power of two, 1..VIRTQ_MAX_SIZE */
+	uint8_t ready;
+	uint8_t broken;		/* broke a rule; nothing more is taken from it until the device is reset */
+	uint64_t desc, avail, used;	/* guest-physical addresses of the three parts */
+	uint16_t last_avail;	/* next avail ring entry the device takes */
+	uint16_t used_idx;	/* next used ring entry the device fills (the used ring's idx as last published) */
+};
+
+/* One buffer of a chain: a guest range already checked to be RAM. */
+struct virtq_buf {
+	uint64_t gpa;
+	uint32_t len;
+	uint8_t write;		/* device-writable */
+};
+
+/* A descriptor chain taken from the avail ring: readable buffers first, then writable ones (the spec's order). */
+struct virtq_chain {
+	uint16_t head;
+	uint16_t n;
+	uint64_t out_len, in_len;	/* bytes readable by the device, bytes it may write */
+	struct virtq_buf buf[VIRTQ_MAX_SIZE];
+};
+
+/*
+ * Takes the next chain from the avail ring. Returns 1 with `chain` filled, 0 when the ring is empty, or -1 when the
+ * queue broke a rule (the reason goes to `why`, and the queue is marked broken).
+ */
+int virtq_pop(struct virtq *q, struct guest_mem *mem, struct virtq_chain *chain, const char **why);
+/* Puts a finished chain on the used ring (`len` bytes written into its writable buffers). -1: the ring vanished. */
+int virtq_push(struct virtq *q, struct guest_mem *mem, uint16_t head, uint32_t len);
+/* The parts of the queue lie in guest RAM and are aligned (checked when the driver sets QueueReady). */
+const char *virtq_check_layout(const struct virtq *q, const struct guest_mem *mem);
+/*
+ * Copies between a chain and host memory, treating the readable buffers as one stream and the writable ones as
+ * another. Both return the bytes copied (less than asked at the end of the stream). Writes mark the pages dirty.
+ */
+uint64_t virtq_chain_read(const struct virtq_chain *c, struct guest_mem *mem, uint64_t off, void *dst, uint64_t len);
+uint64_t virtq_chain_write(const struct virtq_chain *c, struct guest_mem *mem, uint64_t off, const void *src,
+			   uint64_t len);
+
+struct virtio_mmio;
+
+/* What a device type gives the transport. */
+struct virtio_dev_ops {
+	const char *name;
+	uint32_t device_id;		/* 2 block, 4 entropy */
+	uint16_t nr_queues;
+	uint32_t config_len;		/* bytes of device config space */
+	uint64_t (*features)(void *dev);
+	/* [off, off + len) lies inside config_len (the transport checked). */
+	void (*config_read)(void *dev, uint32_t off, uint8_t *data, uint32_t len);
+	/*
+	 * Serves what the driver put on queue `q`: pop chains, push them used. Returns 1 when something was put on
+	 * the used ring (the transport raises the interrupt), 0 when not, -1 when the queue broke a rule (`why` says
+	 * which; the transport marks the device as needing a reset). Called with the transport's lock held.
+	 */
+	int (*queue_work)(struct virtio_mmio *t, int q, const char **why);
+	void (*reset)(void *dev);	/* optional */
+};
+
+struct virtio_mmio {
+	pthread_mutex_t lock;
+	const struct virtio_dev_ops *ops;
+	void *dev;
+	struct guest_mem *mem;
+	void (*raise_irq)(void *opaque);	/* an edge on the device's interrupt line */
+	void *irq_opaque;
+	void (*log)(void *opaque, const char *msg);	/* optional: a queue broke (for the host's log) */
+	int logged;
+
+	uint32_t status;
+	uint32_t dev_features_sel, drv_features_sel;
+	uint64_t drv_features;
+	uint32_t queue_sel;
+	uint32_t int_status;
+	uint32_t config_gen;
+	struct virtq q[VIRTIO_MAX_QUEUES];
+};
+
+void virtio_mmio_init(struct virtio_mmio *t, const struct virtio_dev_ops *ops, void *dev, struct guest_mem *mem);
+void virtio_mmio_exit(struct virtio_mmio *t);
+/* A guest access to the window: `offset` from its base, `len` 1, 2, 4 or 8. Takes the lock. */
+void virtio_mmio_access(struct virtio_mmio *t, uint64_t offset, uint8_t *data, uint32_t len, int is_write);
+/* Serves queue `q` (a QueueNotify write or its ioeventfd). Takes the lock. */
+void virtio_mmio_notify(struct virtio_mmio *t, uint32_t q);
+/* The lock already held: serves every ready queue (after a restore, when notifications may have been lost). */
+void virtio_mmio_kick_all_locked(struct virtio_mmio *t);
+
+/*
+ * Snapshots: the transport's registers and every queue's position, VIRTIO_MMIO_STATE_LEN bytes, little-endian
+ * (docs/snapshots.md). virtio_mmio_load checks untrusted bytes and returns what is wrong, or NULL.
+ */
+#define VIRTIO_MMIO_STATE_LEN (40 + VIRTIO_MAX_QUEUES * 32)
+void virtio_mmio_save(const struct virtio_mmio *t, uint8_t out[VIRTIO_MMIO_STATE_LEN]);
+const char *virtio_mmio_load(struct virtio_mmio *t, const uint8_t *data, size_t len);
+
+/* ---- devices (virtio_blk.c, virtio_rng.c); virtio_vm.c puts them in a VM ---- */
+
+#define VIRTIO_ID_BLOCK 2
+#define VIRTIO_ID_ENTROPY 4
+
+/* virtio-blk: one request queue over a disk layer chain (disk.h). */
+#define VIRTIO_BLK_T_IN 0
+#define VIRTIO_BLK_T_OUT 1
+#define VIRTIO_BLK_T_FLUSH 4
+#define VIRTIO_BLK_T_GET_ID 8
+#define VIRTIO_BLK_S_OK 0
+#define VIRTIO_BLK_S_IOERR 1
+#define VIRTIO_BLK_S_UNSUPP 2
+#define VIRTIO_BLK_F_SEG_MAX 2
+#define VIRTIO_BLK_F_RO 5
+#define VIRTIO_BLK_F_FLUSH 9
+#define VIRTIO_BLK_ID_BYTES 20
+#define VIRTIO_BLK_SEG_MAX (VIRTQ_MAX_SIZE - 2)	/* data segments besides the header and the status byte */
+
+struct disk;
+
+struct virtio_blk {
+	struct disk *disk;
+	uint64_t io_errors;	/* requests answered with VIRTIO_BLK_S_IOERR (host I/O errors, out-of-range sectors) */
+};
+
+extern const struct virtio_dev_ops virtio_blk_ops;
+
+/* virtio-rng: one request queue, filled from getrandom(2); at most VIRTIO_RNG_MAX_REQUEST bytes per request. */
+#define VIRTIO_RNG_MAX_REQUEST 65536
+extern const struct virtio_dev_ops virtio_rng_ops;
+
+#endif
