@@ -13,4 +13,6 @@ export default defineConfig(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
+  // The renderer runs in a browser (its Vite config and tests in Node).
+  { files: ['renderer/src/**/*.{ts,tsx}'], languageOptions: { globals: globals.browser } },
 );

@@ -11,7 +11,8 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['electron/**/*.test.ts', 'scripts/**/*.test.ts'],
+          // Renderer tests that need a DOM say so in their first line (`// @vitest-environment happy-dom`).
+          include: ['electron/**/*.test.ts', 'scripts/**/*.test.ts', 'renderer/**/*.test.{ts,tsx}'],
           environment: 'node',
         },
       },
@@ -41,6 +42,19 @@ export default defineConfig({
           testTimeout: 180_000,
           hookTimeout: 180_000,
           retry: labRetry,
+        },
+      },
+      {
+        test: {
+          // The UI in Chromium against a real engine with real VMs (e2e/README.md): not part of `npm test`'s tiers
+          // on this machine (no /dev/kvm); SMOL_E2E_LAB=1 runs the engine in the KVM lab.
+          name: 'e2e',
+          include: ['e2e/**/*.test.ts'],
+          environment: 'node',
+          pool: 'forks',
+          fileParallelism: false,
+          testTimeout: 300_000,
+          hookTimeout: 600_000,
         },
       },
     ],

@@ -4,11 +4,11 @@
 #   fuzz:  clang and its compiler-rt (libclang-rt-14-dev holds libFuzzer and the sanitizer runtimes clang links;
 #          `clang` alone does not pull it in without recommends): the snapshot loader's fuzzer (npm run fuzz)
 #   lab:   QEMU (TCG with emulated SVM), busybox, cpio, xz: the KVM lab (docs/lab.md)
-#   tests: util-linux (unshare) for the no-/dev/kvm test
+#   tests: util-linux (unshare) for the no-/dev/kvm test; chromium for the UI tests (Playwright drives it: e2e/)
 # The guest kernel build (smol guest build) installs its own packages when it runs.
 set -euo pipefail
 
-packages=(build-essential python3 clang libclang-rt-14-dev qemu-system-x86 busybox-static cpio xz-utils util-linux)
+packages=(build-essential python3 clang libclang-rt-14-dev qemu-system-x86 busybox-static cpio xz-utils util-linux chromium)
 
 missing=()
 for p in "${packages[@]}"; do

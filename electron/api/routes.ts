@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { EngineApi } from './engine-api.js';
 // A cycle (openapi.ts reads ROUTES), but neither module uses the other until a request or a call arrives.
 import { openApiDocument } from './openapi.js';
+import { smolfileExamples } from '../smolfile/smolfile-examples.js';
 import * as s from './schema.js';
 import { API_PREFIX } from './schema.js';
 
@@ -109,6 +110,14 @@ export const ROUTES: readonly Route[] = [
     request: s.CreateEpisodeRequest,
     response: s.CreateEpisodeResponse,
     handler: (api, _p, body) => api.createEpisode(body),
+  }),
+  route({
+    method: 'GET',
+    path: `${API_PREFIX}/smolfiles`,
+    operation: 'listSmolfileExamples',
+    summary: 'The example Smolfiles that come with Smol Studio, with absolute paths for createEpisode',
+    response: s.SmolfileExamples,
+    handler: () => ({ examples: smolfileExamples() }),
   }),
   route({
     method: 'GET',

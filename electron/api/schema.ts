@@ -148,6 +148,17 @@ export const ListenRequest = z
 
 // ---- responses ----
 
+export const SmolfileExamples = z
+  .object({
+    examples: z.array(
+      z.object({
+        name: z.string(),
+        path: z.string().describe('absolute, for createEpisode'),
+        description: z.string(),
+      }),
+    ),
+  })
+  .meta({ id: 'SmolfileExamples' });
 export const EpisodeList = z.object({ episodes: z.array(Episode) }).meta({ id: 'EpisodeList' });
 export const VmList = z.object({ vms: z.array(Vm) }).meta({ id: 'VmList' });
 export const SnapshotList = z.object({ snapshots: z.array(Snapshot) }).meta({ id: 'SnapshotList' });
@@ -253,3 +264,4 @@ export type MemoryStats = z.infer<typeof MemoryStats>;
 export type MetricSample = z.infer<typeof MetricSample>;
 export type MetricsHistory = z.infer<typeof MetricsHistory>;
 export type EngineEvent = z.infer<typeof EngineEvent>;
+export type SmolfileExamples = z.infer<typeof SmolfileExamples>;

@@ -12,8 +12,9 @@ import { z } from 'zod';
 import { ApiFailure, type EngineApi } from '../api/engine-api.js';
 import { parseInput } from '../api/request-errors.js';
 import { ROUTES, WEBSOCKET_ROUTES, matchPath, type Params, type Route } from '../api/routes.js';
-import { Ref } from '../api/schema.js';
+import { API_PREFIX, Ref } from '../api/schema.js';
 import { rejectUpgrade, streamConsole, streamEvents } from './api-websockets.js';
+import { StaticFailure, resolveStatic, sendStatic } from './static-files.js';
 
 export interface ApiServerOptions {
   api: EngineApi;
@@ -21,6 +22,8 @@ export interface ApiServerOptions {
   socketPath: string;
   /** A TCP listener too (`smol serve`); port 0 takes any free port. Every request on it needs `token`. */
   tcp?: { host: string; port: number; token: string };
+  /** The built UI (dist/renderer), served at / outside /api/v1 (web mode); none when omitted. */
+  staticRoot?: string;
 }
 
 export interface TcpListener {
@@ -77,19 +80,31 @@ function sameSecret(a: string, b: string): boolean {
   return timingSafeEqual(digest(a), digest(b));
 }
 
+const TOKEN_COOKIE = 'smol_token';
+
+/**
+ * The page's cookie is named for the port in its address (cookies do not tell ports apart, so two listeners' pages
+ * on one host would share a plain `smol_token`): the Host's port, which is the listener's own unless forwarded.
+ */
+function tokenCookie(req: http.IncomingMessage): string {
+  const port = /:(\d+)$/.exec(req.headers.host ?? '')?.[1] ?? String(req.socket.localPort);
+  return `${TOKEN_COOKIE}_${port}`;
+}
+
 function presentedToken(req: http.IncomingMessage, url: URL): string | null {
   const bearer = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
   if (bearer) return bearer[1]!;
   const query = url.searchParams.get('token');
   if (query !== null) return query;
+  const cookies = new Map<string, string>();
   for (const pair of (req.headers.cookie ?? '').split(';')) {
     const [name, ...value] = pair.trim().split('=');
-    if (name === 'smol_token') return value.join('=');
+    if (name) cookies.set(name, value.join('='));
   }
-  return null;
+  return cookies.get(tokenCookie(req)) ?? cookies.get(TOKEN_COOKIE) ?? null;
 }
 
-const NO_TOKEN = 'this listener needs the token: Authorization: Bearer T, ?token=T or the smol_token cookie';
+const NO_TOKEN = 'this listener needs the token: Authorization: Bearer T, ?token=T or the page’s smol_token cookie';
 
 /** Why the TCP listener refuses this request (401 no or wrong token, 403 a foreign Origin), or null. */
 function refusal(gate: Gate | null, req: http.IncomingMessage, url: URL): HttpError | null {
@@ -98,9 +113,12 @@ function refusal(gate: Gate | null, req: http.IncomingMessage, url: URL): HttpEr
   if (token === null) return new HttpError(401, NO_TOKEN);
   if (!sameSecret(token, gate.token)) return new HttpError(401, 'wrong token');
   const own = `http://${gate.host}:${req.socket.localPort}`;
+  // Or the address the browser used to reach us (a forwarded port, a listener on 0.0.0.0): the page's own origin
+  // then carries the same Host. A page of another origin never matches either; the token decides the rest.
+  const reached = req.headers.host ? `http://${req.headers.host}` : own;
   const origin = req.headers.origin;
-  const foreign = `requests from ${origin} are refused (only from ${own})`;
-  return origin === undefined || origin === own ? null : new HttpError(403, foreign);
+  const foreign = `requests from ${origin} are refused (only from ${own}${reached === own ? '' : ` or ${reached}`})`;
+  return origin === undefined || origin === own || origin === reached ? null : new HttpError(403, foreign);
 }
 
 // ---- HTTP ----
@@ -173,11 +191,38 @@ function send(res: http.ServerResponse, status: number, body: unknown, type: str
   res.end(status === 204 ? undefined : text);
 }
 
-async function serve(api: EngineApi, gate: Gate | null, req: http.IncomingMessage, res: http.ServerResponse) {
+const isApiPath = (pathname: string) => pathname === API_PREFIX || pathname.startsWith(`${API_PREFIX}/`);
+
+/** A UI file (web mode). The page URL's `?token=` also sets the cookie that its scripts, styles and sockets send. */
+function serveUi(root: string, gate: Gate | null, url: URL, req: http.IncomingMessage, res: http.ServerResponse) {
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    throw new HttpError(405, `${req.method} is not allowed on ${url.pathname} (allowed: GET, HEAD)`, {
+      allow: 'GET, HEAD',
+    });
+  }
+  let found;
+  try {
+    found = resolveStatic(root, url.pathname);
+  } catch (error) {
+    if (error instanceof StaticFailure) throw new HttpError(error.status, error.message);
+    throw error;
+  }
+  const cookie = `${tokenCookie(req)}=${gate?.token}; Path=/; HttpOnly; SameSite=Strict`;
+  sendStatic(req, res, found, gate && url.searchParams.has('token') ? { 'set-cookie': cookie } : {});
+}
+
+async function serve(
+  api: EngineApi,
+  gate: Gate | null,
+  staticRoot: string | undefined,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+) {
   try {
     const url = new URL(req.url ?? '/', 'http://engine');
     const refused = refusal(gate, req, url);
     if (refused) throw refused;
+    if (staticRoot && !isApiPath(url.pathname)) return serveUi(staticRoot, gate, url, req, res);
     const { route, raw } = findRoute(req.method ?? 'GET', url.pathname);
     const params = validParams(raw);
     const query = Object.fromEntries([...url.searchParams].filter(([name]) => name !== 'token'));
@@ -289,11 +334,11 @@ function closeServer(server: http.Server): Promise<void> {
 
 /** Serves `api` on the Unix socket and, when asked, on TCP; resolves once both listen. */
 export async function startApiServer(options: ApiServerOptions): Promise<ApiServer> {
-  const { api, socketPath, tcp } = options;
+  const { api, socketPath, tcp, staticRoot } = options;
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_BODY });
   const servers: http.Server[] = [];
   const open = (gate: Gate | null) => {
-    const server = http.createServer((req, res) => void serve(api, gate, req, res));
+    const server = http.createServer((req, res) => void serve(api, gate, staticRoot, req, res));
     server.on('upgrade', (req, socket, head) => upgrade(api, gate, wss, { req, socket, head }));
     servers.push(server);
     return server;

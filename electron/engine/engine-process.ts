@@ -2,6 +2,8 @@
 // the data dir's Unix socket, resumes what the last engine suspended, and suspends everything when told to stop.
 import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { packageRoot } from '../package-root.js';
 import { startApiServer } from './api-server.js';
 import { Engine } from './engine.js';
 import { writeFileAtomic } from './atomic-file.js';
@@ -135,7 +137,9 @@ export async function runEngine(options: { home: string; version: string }): Pro
     lock.release();
     throw error;
   }
-  const server = await startApiServer({ api: engine, socketPath: paths.socket });
+  // The built UI for web mode (npm run build:renderer makes it).
+  const staticRoot = path.join(packageRoot, 'dist', 'renderer');
+  const server = await startApiServer({ api: engine, socketPath: paths.socket, staticRoot });
   await writeFileAtomic(
     paths.info,
     JSON.stringify({ pid: process.pid, version: options.version, started: new Date().toISOString() }),

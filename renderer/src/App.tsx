@@ -1,0 +1,58 @@
+// The window: a top bar with the connection's state, the episodes list or an open episode, and the overlays.
+import { useEffect } from 'react';
+import { useApp, useAppState } from './app-context.js';
+import { pruneConsoleSessions } from './console/console-sessions.js';
+import { installShortcuts } from './shortcuts.js';
+import { CommandPalette } from './views/CommandPalette.js';
+import { Dialogs } from './views/Dialogs.js';
+import { EpisodeList } from './views/EpisodeList.js';
+import { EpisodeView } from './views/EpisodeView.js';
+import { Toasts } from './views/Toasts.js';
+
+function Connection() {
+  const { state, why } = useAppState((s) => s.connection);
+  const label =
+    state === 'open'
+      ? 'Engine connected'
+      : state === 'connecting'
+        ? 'Connecting to the engine…'
+        : `Engine unreachable: ${why}`;
+  return (
+    <span className={`connection ${state}`} role="status" title={label}>
+      <span className="dot" aria-hidden="true" />
+      {state === 'open' ? 'connected' : state === 'connecting' ? 'connecting…' : `disconnected: ${why ?? ''}`}
+    </span>
+  );
+}
+
+export function App() {
+  const app = useApp();
+  const episodeId = useAppState((s) => s.episodeId);
+  useEffect(() => installShortcuts(app), [app]);
+  // Consoles of VMs that are gone end with them.
+  useEffect(
+    () =>
+      app.store.subscribe((state, previous) => {
+        if (state.engine.vms !== previous.engine.vms) pruneConsoleSessions(new Set(Object.keys(state.engine.vms)));
+      }),
+    [app],
+  );
+  return (
+    <div className="app">
+      <header className="topbar">
+        <button className="brand link" onClick={() => app.store.setState({ episodeId: null, snapshotId: null })}>
+          Smol Studio
+        </button>
+        <Connection />
+        <div className="spacer" />
+        <button onClick={() => app.store.setState({ paletteOpen: true })} aria-label="Open the command palette">
+          Commands <kbd>Ctrl K</kbd>
+        </button>
+      </header>
+      <main>{episodeId ? <EpisodeView episodeId={episodeId} /> : <EpisodeList />}</main>
+      <Dialogs />
+      <CommandPalette />
+      <Toasts />
+    </div>
+  );
+}

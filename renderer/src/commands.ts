@@ -1,0 +1,117 @@
+// Every action as a command: what the palette lists and what the keyboard shortcuts run. A command is offered only
+// where it applies (a VM is selected, a snapshot is selected, …).
+import type { App } from './app-context.js';
+import type { AppState } from './store/app-store.js';
+
+export interface Command {
+  id: string;
+  title: string;
+  /** Shown beside the title; the shortcut handler (shortcuts.ts) uses the same keys. */
+  keys?: string;
+  run: () => void;
+}
+
+export function commands(app: App, state: AppState): Command[] {
+  const { store, operations } = app;
+  const set = store.setState;
+  const vm = state.vmId ? state.engine.vms[state.vmId] : undefined;
+  const snapshot = state.snapshotId ? state.engine.snapshots[state.snapshotId] : undefined;
+  const episode = state.episodeId ? state.engine.episodes[state.episodeId] : undefined;
+  const list: Command[] = [
+    { id: 'new', title: 'New episode…', keys: 'N', run: () => set({ dialog: { kind: 'new-episode' } }) },
+  ];
+  if (episode)
+    list.push({
+      id: 'back',
+      title: 'Back to episodes',
+      keys: 'Esc',
+      run: () => set({ episodeId: null, snapshotId: null }),
+    });
+  if (vm && episode) {
+    const live = vm.state === 'running' || vm.state === 'paused';
+    if (live) {
+      list.push({
+        id: 'checkpoint',
+        title: `Checkpoint ${vm.name}…`,
+        keys: 'C',
+        run: () => set({ dialog: { kind: 'checkpoint', vmId: vm.id } }),
+      });
+      list.push({
+        id: 'fork',
+        title: `Fork ${vm.name}…`,
+        keys: 'F',
+        run: () => set({ dialog: { kind: 'fork', vmId: vm.id, snapshotId: null } }),
+      });
+      list.push({ id: 'stop', title: `Stop ${vm.name}`, run: () => void operations.lifecycle(vm.id, 'stop') });
+    }
+    if (vm.state === 'running')
+      list.push({ id: 'pause', title: `Pause ${vm.name}`, run: () => void operations.lifecycle(vm.id, 'pause') });
+    if (vm.state === 'paused')
+      list.push({ id: 'resume', title: `Resume ${vm.name}`, run: () => void operations.lifecycle(vm.id, 'resume') });
+    if (vm.state === 'suspended')
+      list.push({ id: 'start', title: `Start ${vm.name}`, run: () => void operations.lifecycle(vm.id, 'start') });
+    list.push({
+      id: 'reset',
+      title: `Reset ${vm.name} to a clean machine`,
+      run: () => void operations.lifecycle(vm.id, 'reset'),
+    });
+    list.push({ id: 'remove-vm', title: `Remove VM ${vm.name}`, run: () => operations.removeVm(vm.id) });
+    if (snapshot) {
+      list.push({
+        id: 'restore',
+        title: `Restore ${vm.name} to ${snapshot.name}…`,
+        keys: 'R',
+        run: () => set({ dialog: { kind: 'restore', vmId: vm.id, snapshotId: snapshot.id } }),
+      });
+    }
+  }
+  if (snapshot) {
+    list.push({
+      id: 'fork-snapshot',
+      title: `Fork from snapshot ${snapshot.name}…`,
+      run: () => set({ dialog: { kind: 'fork', vmId: null, snapshotId: snapshot.id } }),
+    });
+    if (snapshot.kind !== 'base') {
+      list.push({
+        id: 'delete-snapshot',
+        title: `Delete snapshot ${snapshot.name}`,
+        keys: 'Del',
+        run: () => operations.deleteSnapshot(snapshot.id),
+      });
+    }
+  }
+  if (episode)
+    list.push({
+      id: 'delete-episode',
+      title: `Delete episode ${episode.name}`,
+      run: () => operations.deleteEpisode(episode.id),
+    });
+  if (!episode && state.ticked.length) {
+    list.push({
+      id: 'bulk-checkpoint',
+      title: `Checkpoint ${state.ticked.length} selected episodes`,
+      run: () => void operations.bulk('checkpoint', state.ticked),
+    });
+    list.push({
+      id: 'bulk-stop',
+      title: `Stop ${state.ticked.length} selected episodes`,
+      run: () => void operations.bulk('stop', state.ticked),
+    });
+    list.push({
+      id: 'bulk-delete',
+      title: `Delete ${state.ticked.length} selected episodes`,
+      run: () => void operations.bulk('delete', state.ticked),
+    });
+  }
+  for (const id of state.engine.episodeIds) {
+    const e = state.engine.episodes[id];
+    if (e && id !== state.episodeId && !state.pendingDeletes.includes(id)) {
+      list.push({
+        id: `open:${id}`,
+        title: `Open episode ${e.name}`,
+        run: () => set({ episodeId: id, snapshotId: null, vmId: e.vmIds[0] ?? null }),
+      });
+    }
+  }
+  return list;
+}

@@ -1,0 +1,119 @@
+// Live consoles, one per VM, kept outside React so a console survives switching views: the terminal, its stream
+// from the engine and its addons live here, and the Console component only lends it a place in the page. Bytes go
+// from the WebSocket straight into xterm.js, never through React state (STYLE.md).
+import { FitAddon } from '@xterm/addon-fit';
+import { SearchAddon } from '@xterm/addon-search';
+import { WebLinksAddon } from '@xterm/addon-web-links';
+import { Terminal, type ITheme } from '@xterm/xterm';
+import type { ConsoleStream, Transport } from '../transport/transport.js';
+import { openLinkAfterAsking } from './links.js';
+import { chunkedWriter } from './paste.js';
+
+export type ConsoleStatus = { state: 'connecting' | 'live' } | { state: 'closed'; why: string };
+
+export const TERMINAL_THEME: ITheme = {
+  background: '#0d1117',
+  foreground: '#d6dde6',
+  cursor: '#7cc4ff',
+  selectionBackground: '#2f4a6b',
+};
+
+export class ConsoleSession {
+  readonly terminal: Terminal;
+  readonly fit = new FitAddon();
+  readonly search = new SearchAddon();
+  /** The element xterm renders into; moved between containers, never re-opened. */
+  readonly element: HTMLDivElement;
+  #stream: ConsoleStream | null = null;
+  #status: ConsoleStatus = { state: 'connecting' };
+  readonly #listeners = new Set<() => void>();
+  readonly #input;
+
+  constructor(
+    readonly vm: string,
+    readonly transport: Transport,
+  ) {
+    this.terminal = new Terminal({
+      fontFamily: 'ui-monospace, "JetBrains Mono", "DejaVu Sans Mono", monospace',
+      fontSize: 13,
+      scrollback: 5000,
+      theme: TERMINAL_THEME,
+      allowProposedApi: true, // the search addon's match decorations
+      screenReaderMode: false,
+    });
+    this.terminal.loadAddon(this.fit);
+    this.terminal.loadAddon(this.search);
+    this.terminal.loadAddon(new WebLinksAddon((_event, uri) => void openLinkAfterAsking(uri)));
+    this.element = document.createElement('div');
+    this.element.className = 'xterm-host';
+    this.terminal.open(this.element);
+    this.terminal.textarea?.setAttribute('aria-label', `Console input of ${vm}`);
+    this.#input = chunkedWriter((data) => this.#stream?.write(data));
+    this.terminal.onData((data) => this.#input.write(data));
+    this.terminal.onBinary((data) => this.#stream?.write(Uint8Array.from(data, (c) => c.charCodeAt(0))));
+    this.connect();
+  }
+
+  get status(): ConsoleStatus {
+    return this.#status;
+  }
+
+  onStatus(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  #setStatus(status: ConsoleStatus): void {
+    this.#status = status;
+    for (const listener of this.#listeners) listener();
+  }
+
+  /** (Re)attaches to the engine: the current screen first, then live output. */
+  connect(): void {
+    this.#stream?.close();
+    this.#setStatus({ state: 'connecting' });
+    this.#stream = this.transport.console(this.vm, {
+      onScreen: (serialized) => {
+        this.terminal.reset();
+        this.terminal.write(serialized);
+        this.#setStatus({ state: 'live' });
+      },
+      onData: (data) => this.terminal.write(data),
+      onClose: (why) => this.#setStatus({ state: 'closed', why }),
+      onError: (message) => this.terminal.write(`\r\n\x1b[31m[smol] ${message}\x1b[0m\r\n`),
+    });
+  }
+
+  /** Types text as if pasted (chunked). */
+  type(text: string): void {
+    this.#input.write(text);
+  }
+
+  dispose(): void {
+    this.#input.cancel();
+    this.#stream?.close();
+    this.terminal.dispose();
+    this.#listeners.clear();
+  }
+}
+
+const sessions = new Map<string, ConsoleSession>();
+
+export function consoleSession(vm: string, transport: Transport): ConsoleSession {
+  let session = sessions.get(vm);
+  if (!session) {
+    session = new ConsoleSession(vm, transport);
+    sessions.set(vm, session);
+  }
+  return session;
+}
+
+/** Ends the consoles of VMs that are gone. */
+export function pruneConsoleSessions(living: ReadonlySet<string>): void {
+  for (const [vm, session] of sessions) {
+    if (!living.has(vm)) {
+      session.dispose();
+      sessions.delete(vm);
+    }
+  }
+}

@@ -1,0 +1,28 @@
+// Web mode's entry: the engine that served this page is the one to talk to, with the page's token.
+import '@xterm/xterm/css/xterm.css';
+import '@xyflow/react/dist/style.css';
+import './styles.css';
+import { StrictMode } from 'react';
+import { createRoot } from 'react-dom/client';
+import { App } from './App.js';
+import { AppContext } from './app-context.js';
+import { connectStore, createAppStore } from './store/app-store.js';
+import { MetricsStore } from './store/metrics.js';
+import { Operations } from './store/operations.js';
+import { takePageToken } from './transport/page-token.js';
+import { WebTransport } from './transport/web-transport.js';
+
+const token = takePageToken(window.location, window.history, window.sessionStorage);
+const transport = new WebTransport(window.location.origin, token);
+const store = createAppStore();
+const operations = new Operations(store, transport);
+const metrics = new MetricsStore(transport);
+connectStore(store, transport, requestAnimationFrame, metrics);
+
+createRoot(document.getElementById('root')!).render(
+  <StrictMode>
+    <AppContext.Provider value={{ store, operations, transport, metrics }}>
+      <App />
+    </AppContext.Provider>
+  </StrictMode>,
+);

@@ -1,0 +1,206 @@
+// The UI's one store (zustand): the engine's state (engine-state.ts, fed by the event stream and loads), the
+// connection, what the user selected, running operations, and toasts. Console bytes never come here (STYLE.md).
+import { createStore, type StoreApi } from 'zustand/vanilla';
+import type { EngineEvent, Episode, Snapshot } from '../../../electron/api/schema.js';
+import type { StreamState, Transport } from '../transport/transport.js';
+import type { MetricsStore } from './metrics.js';
+import { applyEvent, emptyEngineState, loadEpisodes, loadSnapshots, type EngineState } from './engine-state.js';
+
+export interface Toast {
+  id: number;
+  kind: 'info' | 'error';
+  text: string;
+  /** An undo or retry: runs and dismisses the toast. */
+  action?: { label: string; run: () => void };
+  /** When it goes away by itself (ms since the epoch); errors stay until dismissed. */
+  expires: number | null;
+}
+
+export interface AppState {
+  engine: EngineState;
+  connection: { state: StreamState; why: string | null };
+  /** The open episode (null: the list). */
+  episodeId: string | null;
+  /** The snapshot selected in the tree or timeline, and the VM whose console is shown. */
+  snapshotId: string | null;
+  vmId: string | null;
+  /** Episodes ticked in the list, for bulk actions. */
+  ticked: string[];
+  search: string;
+  /** Per episode, the collapsed chains the user opened (by their first snapshot). */
+  expandedChains: Record<string, string[]>;
+  /** Ids whose delete waits for its undo toast to expire: hidden meanwhile. */
+  pendingDeletes: string[];
+  /** What runs on a thing now ("Checkpointing…"), by a key such as `vm:ID`: shown where it happens. */
+  busy: Record<string, string>;
+  /** The last failure on a thing, by the same keys, shown there until the next try. */
+  failures: Record<string, string>;
+  toasts: Toast[];
+  paletteOpen: boolean;
+  /** A dialog: new episode, checkpoint, fork, restore. */
+  dialog: Dialog | null;
+}
+
+export type Dialog =
+  | { kind: 'new-episode' }
+  | { kind: 'checkpoint'; vmId: string }
+  | { kind: 'fork'; vmId: string | null; snapshotId: string | null }
+  | { kind: 'restore'; vmId: string; snapshotId: string };
+
+export type AppStore = StoreApi<AppState>;
+
+export const initialAppState = (): AppState => ({
+  engine: emptyEngineState(),
+  connection: { state: 'connecting', why: null },
+  episodeId: null,
+  snapshotId: null,
+  vmId: null,
+  ticked: [],
+  search: '',
+  expandedChains: {},
+  pendingDeletes: [],
+  busy: {},
+  failures: {},
+  toasts: [],
+  paletteOpen: false,
+  dialog: null,
+});
+
+export function createAppStore(): AppStore {
+  return createStore<AppState>()(() => initialAppState());
+}
+
+/** Applies a batch of events in one update (one render per batch, not per event). */
+export function applyEvents(store: AppStore, events: readonly EngineEvent[]): void {
+  if (events.length === 0) return;
+  store.setState((state) => {
+    let engine = state.engine;
+    for (const event of events) engine = applyEvent(engine, event);
+    const gone = (id: string | null) => id !== null && !(id in engine.episodes);
+    return {
+      engine,
+      // What was open and is gone closes.
+      episodeId: gone(state.episodeId) ? null : state.episodeId,
+      vmId: state.vmId && !(state.vmId in engine.vms) ? null : state.vmId,
+      snapshotId: state.snapshotId && !(state.snapshotId in engine.snapshots) ? null : state.snapshotId,
+      ticked: state.ticked.filter((id) => id in engine.episodes),
+    };
+  });
+}
+
+let nextToast = 1;
+export function toast(store: AppStore, kind: Toast['kind'], text: string, options: Partial<Toast> = {}): number {
+  const id = nextToast++;
+  const expires = kind === 'error' ? null : Date.now() + 5000;
+  store.setState((state) => ({ toasts: [...state.toasts, { id, kind, text, expires, ...options }] }));
+  return id;
+}
+
+export function dismissToast(store: AppStore, id: number): void {
+  store.setState((state) => ({ toasts: state.toasts.filter((t) => t.id !== id) }));
+}
+
+/**
+ * Keeps the store a projection of the engine: subscribes to events, and on every (re)connection loads the episodes
+ * and the open episode's snapshots again. Events that arrive while a load is in flight are applied after it, so a
+ * load never undoes a newer event. Returns the stop.
+ */
+export function connectStore(
+  store: AppStore,
+  transport: Transport,
+  schedule = requestAnimationFrame,
+  metrics: MetricsStore | null = null,
+): () => void {
+  let queue: EngineEvent[] = [];
+  let loads = 0;
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    if (loads > 0) return;
+    const batch = queue;
+    queue = [];
+    applyEvents(store, batch);
+    for (const event of batch) refreshCountsAfter(event);
+  };
+  // snapshot.created/deleted change an episode's snapshot count and disk use, which only episode.updated carries:
+  // the episode is fetched again shortly after (once per burst).
+  const refreshing = new Map<string, ReturnType<typeof setTimeout>>();
+  const refreshCountsAfter = (event: EngineEvent) => {
+    const episode =
+      event.type === 'snapshot.created'
+        ? event.snapshot.episode
+        : event.type === 'snapshot.deleted'
+          ? event.episode
+          : null;
+    if (!episode || refreshing.has(episode)) return;
+    refreshing.set(
+      episode,
+      setTimeout(() => {
+        refreshing.delete(episode);
+        transport.request<Episode>('GET', `/episodes/${episode}`).then(
+          (fresh) => applyEvents(store, [{ type: 'episode.updated', episode: fresh }]),
+          () => undefined, // deleted meanwhile: its episode.deleted event says so
+        );
+      }, 300),
+    );
+  };
+  const load = async <T>(what: Promise<T>, apply: (state: EngineState, value: T) => EngineState) => {
+    loads++;
+    try {
+      const value = await what;
+      store.setState((state) => ({ engine: apply(state.engine, value) }));
+    } finally {
+      loads--;
+      if (!scheduled) flush();
+    }
+  };
+  const reload = async () => {
+    try {
+      await load(transport.request<{ episodes: Episode[] }>('GET', '/episodes'), (state, value) =>
+        loadEpisodes(state, value.episodes),
+      );
+      const open = store.getState().episodeId;
+      if (open) await loadEpisodeSnapshots(store, transport, open, load);
+    } catch (error) {
+      store.setState({ connection: { state: 'closed', why: `loading episodes failed: ${(error as Error).message}` } });
+    }
+  };
+  const stop = transport.events({
+    onEvent: (event) => {
+      // Samples go to the sparklines' own store, never through React state.
+      if (event.type === 'metrics') return metrics?.add(event.vm, event);
+      if (event.type === 'vm.removed') metrics?.forget(event.id);
+      queue.push(event);
+      if (!scheduled) {
+        scheduled = true;
+        schedule(flush);
+      }
+    },
+    onState: (state, why) => {
+      store.setState({ connection: { state, why: why ?? null } });
+      if (state === 'open') void reload();
+    },
+  });
+  // Opening an episode loads its snapshots.
+  const unsubscribe = store.subscribe((state, previous) => {
+    if (state.episodeId && state.episodeId !== previous.episodeId && !(state.episodeId in state.engine.timeline)) {
+      void loadEpisodeSnapshots(store, transport, state.episodeId, load).catch((error: Error) =>
+        toast(store, 'error', `Loading the snapshots failed: ${error.message}`),
+      );
+    }
+  });
+  return () => {
+    stop();
+    unsubscribe();
+    for (const timer of refreshing.values()) clearTimeout(timer);
+  };
+}
+
+type Loader = <T>(what: Promise<T>, apply: (state: EngineState, value: T) => EngineState) => Promise<void>;
+
+function loadEpisodeSnapshots(store: AppStore, transport: Transport, episodeId: string, load: Loader) {
+  return load(
+    transport.request<{ snapshots: Snapshot[] }>('GET', `/episodes/${episodeId}/snapshots`),
+    (state, value) => (episodeId in state.episodes ? loadSnapshots(state, episodeId, value.snapshots) : state),
+  );
+}

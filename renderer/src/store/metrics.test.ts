@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import type { MetricSample } from '../../../electron/api/schema.js';
+import { KEPT, MetricsStore, summed } from './metrics.js';
+
+const sample = (seconds: number, cpuPercent: number, residentMiB: number): MetricSample => ({
+  at: new Date(Date.UTC(2026, 11, 1, 6, 0, seconds)).toISOString(),
+  cpuPercent,
+  memory: { guestBytes: 16 << 20, residentBytes: residentMiB << 20, privateBytes: 0, sharedBytes: 0 },
+});
+
+describe('metrics for the sparklines', () => {
+  it('keeps the newest samples per VM, skips repeats, and tells only that VM’s listeners', () => {
+    const store = new MetricsStore();
+    let told = 0;
+    store.subscribe('vm-a', () => told++);
+    for (let i = 0; i < KEPT + 10; i++) store.add('vm-a', sample(i * 2, i, 1));
+    store.add('vm-a', sample(0, 99, 1)); // older than the newest: already had it
+    store.add('vm-b', sample(1, 5, 1));
+    expect(store.samples('vm-a')).toHaveLength(KEPT);
+    expect(store.samples('vm-a')[0]!.cpuPercent).toBe(10);
+    expect(told).toBe(KEPT + 10);
+  });
+
+  it('sums an episode’s VMs per moment', () => {
+    const points = summed([
+      [sample(0, 10, 4), sample(2, 20, 5)],
+      [sample(0, 1, 1), sample(2, 2, 1), sample(4, 3, 1)],
+    ]);
+    expect(points.map((p) => [p.cpu, p.memory / (1 << 20)])).toEqual([
+      [11, 5],
+      [22, 6],
+      [3, 1],
+    ]);
+  });
+});

@@ -1,0 +1,173 @@
+// What the user's actions do: each calls the engine through the Transport and shows its progress and failure
+// where it happened (busy/failures by key) and in a toast. The engine's events then bring the new state; nothing
+// here guesses it, except hiding what waits to be deleted (so undo can bring it back).
+import type {
+  CreateEpisodeResponse,
+  ForkResponse,
+  RestoreResponse,
+  Snapshot,
+  Vm,
+} from '../../../electron/api/schema.js';
+import type { Transport } from '../transport/transport.js';
+import { dismissToast, toast, type AppStore } from './app-store.js';
+
+/** How long a delete waits for Undo. */
+export const UNDO_MS = 6000;
+
+export type Lifecycle = 'stop' | 'start' | 'pause' | 'resume' | 'reset';
+const enc = encodeURIComponent;
+
+export class Operations {
+  readonly #timers = new Map<string, ReturnType<typeof setTimeout>>();
+
+  constructor(
+    readonly store: AppStore,
+    readonly transport: Transport,
+  ) {}
+
+  /** Runs `work` with `label` shown on `key`; a failure is kept on `key` and toasted; resolves undefined then. */
+  async run<T>(key: string, label: string, work: () => Promise<T>): Promise<T | undefined> {
+    this.store.setState((s) => ({ busy: { ...s.busy, [key]: label }, failures: withoutKey(s.failures, key) }));
+    try {
+      return await work();
+    } catch (error) {
+      const message = (error as Error).message;
+      this.store.setState((s) => ({ failures: { ...s.failures, [key]: message } }));
+      toast(this.store, 'error', `${label.replace(/…$/, '')} failed: ${message}`);
+      return undefined;
+    } finally {
+      this.store.setState((s) => ({ busy: withoutKey(s.busy, key) }));
+    }
+  }
+
+  async createEpisode(smolfile: string, name?: string): Promise<CreateEpisodeResponse | undefined> {
+    const body = name ? { smolfile, name } : { smolfile };
+    const created = await this.run('new-episode', 'Starting the episode…', () =>
+      this.transport.request<CreateEpisodeResponse>('POST', '/episodes', body),
+    );
+    if (created) this.store.setState({ episodeId: created.episode.id, vmId: created.vm.id, snapshotId: null });
+    return created;
+  }
+
+  async checkpoint(vmId: string, name?: string, note?: string): Promise<Snapshot | undefined> {
+    const body = { ...(name ? { name } : {}), ...(note ? { note } : {}) };
+    const snapshot = await this.run(`vm:${vmId}`, 'Checkpointing…', () =>
+      this.transport.request<Snapshot>('POST', `/vms/${enc(vmId)}/checkpoint`, body),
+    );
+    if (snapshot) toast(this.store, 'info', `Checkpoint ${snapshot.name} saved`);
+    return snapshot;
+  }
+
+  async fork(from: { vmId: string } | { snapshotId: string }, count: number): Promise<ForkResponse | undefined> {
+    const [key, path] =
+      'vmId' in from
+        ? [`vm:${from.vmId}`, `/vms/${enc(from.vmId)}/fork`]
+        : [`snapshot:${from.snapshotId}`, `/snapshots/${enc(from.snapshotId)}/fork`];
+    const forked = await this.run(key, `Forking ×${count}…`, () =>
+      this.transport.request<ForkResponse>('POST', path, { count }),
+    );
+    if (forked) toast(this.store, 'info', `${forked.children.length} new VM${forked.children.length === 1 ? '' : 's'}`);
+    return forked;
+  }
+
+  /** Moves the VM to the snapshot; with `checkpointFirst`, a named checkpoint of where it is comes first. */
+  async restore(vmId: string, snapshotId: string, checkpointFirst?: { name?: string; note?: string }) {
+    if (checkpointFirst && !(await this.checkpoint(vmId, checkpointFirst.name, checkpointFirst.note))) return undefined;
+    const restored = await this.run(`vm:${vmId}`, 'Restoring…', () =>
+      this.transport.request<RestoreResponse>('POST', `/vms/${enc(vmId)}/restore`, { snapshot: snapshotId }),
+    );
+    if (restored) {
+      const saved = restored.savedAs ? ` (where it was is kept as ${restored.savedAs.name})` : '';
+      toast(this.store, 'info', `Restored${saved}`);
+    }
+    return restored;
+  }
+
+  lifecycle(vmId: string, verb: Lifecycle): Promise<Vm | undefined> {
+    const label = {
+      stop: 'Stopping…',
+      start: 'Starting…',
+      pause: 'Pausing…',
+      resume: 'Resuming…',
+      reset: 'Resetting…',
+    };
+    return this.run(`vm:${vmId}`, label[verb], () => this.transport.request<Vm>('POST', `/vms/${enc(vmId)}/${verb}`));
+  }
+
+  updateSnapshot(id: string, changes: { name?: string; note?: string }): Promise<Snapshot | undefined> {
+    return this.run(`snapshot:${id}`, 'Saving…', () =>
+      this.transport.request<Snapshot>('PATCH', `/snapshots/${enc(id)}`, changes),
+    );
+  }
+
+  deleteEpisode(id: string): void {
+    const episode = this.store.getState().engine.episodes[id];
+    const running = episode?.vmIds.filter((vm) => this.store.getState().engine.vms[vm]?.state === 'running').length;
+    const what = `Episode ${episode?.name ?? id} deleted${running ? ` (its ${running} running VMs are killed)` : ''}`;
+    this.#deleteLater(id, what, () => this.transport.request('DELETE', `/episodes/${enc(id)}?force=true`));
+    if (this.store.getState().episodeId === id) this.store.setState({ episodeId: null, snapshotId: null });
+  }
+
+  deleteSnapshot(id: string): void {
+    const name = this.store.getState().engine.snapshots[id]?.name ?? id;
+    this.#deleteLater(id, `Snapshot ${name} deleted`, () => this.transport.request('DELETE', `/snapshots/${enc(id)}`));
+  }
+
+  removeVm(id: string): void {
+    const name = this.store.getState().engine.vms[id]?.name ?? id;
+    this.#deleteLater(id, `VM ${name} removed`, () => this.transport.request('DELETE', `/vms/${enc(id)}?force=true`));
+  }
+
+  /**
+   * Hides the thing at once and shows an Undo toast; the DELETE goes out only when the toast expires. If the page
+   * closes first, nothing is deleted.
+   */
+  #deleteLater(id: string, text: string, send: () => Promise<unknown>): void {
+    if (this.#timers.has(id)) return;
+    this.store.setState((s) => ({ pendingDeletes: [...s.pendingDeletes, id] }));
+    const unhide = () => this.store.setState((s) => ({ pendingDeletes: s.pendingDeletes.filter((p) => p !== id) }));
+    const toastId = toast(this.store, 'info', text, {
+      expires: Date.now() + UNDO_MS,
+      action: {
+        label: 'Undo',
+        run: () => {
+          clearTimeout(this.#timers.get(id));
+          this.#timers.delete(id);
+          unhide();
+        },
+      },
+    });
+    this.#timers.set(
+      id,
+      setTimeout(() => {
+        this.#timers.delete(id);
+        dismissToast(this.store, toastId);
+        void this.run(`delete:${id}`, 'Deleting…', send).then(unhide);
+      }, UNDO_MS),
+    );
+  }
+
+  /** Bulk actions on ticked episodes: each running VM checkpoints or stops; delete deletes the episodes. */
+  async bulk(action: 'checkpoint' | 'stop' | 'delete', episodeIds: readonly string[]): Promise<void> {
+    const { engine } = this.store.getState();
+    if (action === 'delete') {
+      for (const id of episodeIds) this.deleteEpisode(id);
+      this.store.setState({ ticked: [] });
+      return;
+    }
+    const vms = episodeIds
+      .flatMap((id) => engine.episodes[id]?.vmIds ?? [])
+      .filter((vm) => ['running', 'paused'].includes(engine.vms[vm]?.state ?? ''));
+    if (vms.length === 0) {
+      toast(this.store, 'info', 'None of the ticked episodes has a running VM');
+      return;
+    }
+    await Promise.all(vms.map((vm) => (action === 'checkpoint' ? this.checkpoint(vm) : this.lifecycle(vm, 'stop'))));
+  }
+}
+
+function withoutKey<T>(record: Record<string, T>, key: string): Record<string, T> {
+  const copy = { ...record };
+  delete copy[key];
+  return copy;
+}

@@ -1,0 +1,53 @@
+// What the UI needs from the engine, whichever way it arrives: HTTP and WebSocket in web mode (web-transport.ts),
+// Electron IPC through the preload bridge later. Everything crossing it is plain data (JSON values, strings and
+// byte arrays), so a structured-clone bridge can carry it unchanged.
+import type { EngineEvent } from '../../../electron/api/schema.js';
+
+export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
+
+/** A failed request: the engine's `{ error: { code, message } }`, or status 0 when it could not be reached. */
+export class TransportError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'TransportError';
+  }
+}
+
+export type StreamState = 'connecting' | 'open' | 'closed';
+
+export interface EventStreamHandlers {
+  onEvent(event: EngineEvent): void;
+  /** 'open': every event from now on arrives (reload state then); 'closed': with the reason. */
+  onState(state: StreamState, why?: string): void;
+}
+
+export interface ConsoleHandlers {
+  /** The console's current screen as escape sequences: first, and again after the viewer fell behind. */
+  onScreen(serialized: string, reason: 'attach' | 'resync'): void;
+  /** Guest output, in order. */
+  onData(data: Uint8Array): void;
+  /** The console ended (the VM stopped, the engine went away, or it was refused). */
+  onClose(why: string): void;
+  /** The engine refused something typed (a read-only console). */
+  onError?(message: string): void;
+}
+
+export interface ConsoleStream {
+  write(data: string | Uint8Array): void;
+  close(): void;
+}
+
+export interface Transport {
+  /**
+   * One API call; `path` is under /api/v1 (`/episodes`). Resolves with the parsed JSON, the text for other media
+   * types (the asciicast recording), undefined for no body; rejects with a TransportError.
+   */
+  request<T = unknown>(method: Method, path: string, body?: unknown): Promise<T>;
+  /** The engine's event stream; reconnects until closed. Returns the close. */
+  events(handlers: EventStreamHandlers): () => void;
+  /** A VM's live console. */
+  console(vm: string, handlers: ConsoleHandlers): ConsoleStream;
+}

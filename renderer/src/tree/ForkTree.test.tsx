@@ -1,0 +1,104 @@
+// @vitest-environment happy-dom
+// The fork tree as a person reads it: a node per snapshot, the VMs that are on each ("you are here"), long chains
+// collapsed into one node that opens on click.
+import { act } from 'react';
+import { createRoot, type Root } from 'react-dom/client';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Snapshot, Vm } from '../../../electron/api/schema.js';
+import { AppContext } from '../app-context.js';
+import { applyEvents, createAppStore } from '../store/app-store.js';
+import { loadSnapshots } from '../store/engine-state.js';
+import { MetricsStore } from '../store/metrics.js';
+import { Operations } from '../store/operations.js';
+import type { Transport } from '../transport/transport.js';
+import { ForkTree } from './ForkTree.js';
+
+(globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }).IS_REACT_ACT_ENVIRONMENT = true;
+
+const EP = 'ep-aaaaaaaaaa';
+const T = '2026-12-01T06:00:00.000Z';
+const snap = (n: number, parent: number | null): Snapshot => ({
+  ...{
+    id: `sn-${String(n).padStart(10, 'a')}`,
+    episode: EP,
+    parent: parent === null ? null : `sn-${String(parent).padStart(10, 'a')}`,
+  },
+  ...{ layerParent: null, vm: null, kind: 'manual', name: `s${n}`, note: '', created: T, diskBytes: 0 },
+  ...{ memoryBytes: 0, cpus: 1, deleted: false },
+});
+const vm = (id: string, name: string, at: number, state: Vm['state'] = 'running'): Vm => ({
+  ...{ id, name, episode: EP, state, snapshot: snap(at, null).id, parentVm: null, created: T, runningSince: T },
+  ...{ exit: null, cpus: 1, memoryMiB: 16 },
+});
+const noEngine: Transport = {
+  request: () => Promise.reject(new Error('no engine in this test')),
+  events: () => () => undefined,
+  console: () => ({ write: () => undefined, close: () => undefined }),
+};
+
+let root: Root | null = null;
+afterEach(() => {
+  act(() => root?.unmount());
+  document.body.innerHTML = '';
+});
+
+describe('the fork tree', () => {
+  it('shows each snapshot, where each live VM is, and a long chain as one node that opens on click', async () => {
+    const store = createAppStore();
+    const vms = [
+      vm('vm-aaaaaaaaaa', 'main', 9),
+      vm('vm-bbbbbbbbbb', 'child', 11),
+      vm('vm-cccccccccc', 'gone', 12, 'stopped'),
+    ];
+    applyEvents(store, [
+      {
+        type: 'episode.created',
+        episode: {
+          ...{ id: EP, name: 'demo', state: 'running', smolfile: { path: '/s', text: '' }, created: T, base: null },
+          ...{ vms, snapshotCount: 13, diskBytes: 0 },
+        },
+      },
+    ]);
+    // s0 → s1 … s9 (a chain), s9 forks into s10 and s11; s12 hangs off s10.
+    const snapshots = [
+      snap(0, null),
+      ...Array.from({ length: 9 }, (_, i) => snap(i + 1, i)),
+      snap(10, 9),
+      snap(11, 9),
+      snap(12, 10),
+    ];
+    store.setState((s) => ({ engine: loadSnapshots(s.engine, EP, snapshots) }));
+    const container = document.createElement('div');
+    container.style.width = '1000px';
+    container.style.height = '600px';
+    document.body.append(container);
+    root = createRoot(container);
+    const app = {
+      store,
+      transport: noEngine,
+      operations: new Operations(store, noEngine),
+      metrics: new MetricsStore(),
+    };
+    await act(async () =>
+      root!.render(
+        <AppContext.Provider value={app}>
+          <ForkTree episodeId={EP} />
+        </AppContext.Provider>,
+      ),
+    );
+    const items = () =>
+      [...container.querySelectorAll('[role=treeitem]')].map((item) => item.getAttribute('aria-label'));
+    expect(items()).toEqual([
+      'Snapshot s0',
+      '8 snapshots from s1 to s8, collapsed',
+      'Snapshot s9, here: main',
+      'Snapshot s10',
+      'Snapshot s12',
+      'Snapshot s11, here: child',
+    ]);
+    const chain = container.querySelector<HTMLElement>('[aria-label$="collapsed"]')!;
+    await act(async () => chain.closest<HTMLElement>('.react-flow__node')!.click());
+    expect(items()).toHaveLength(13);
+    expect(store.getState().expandedChains[EP]).toEqual(['sn-aaaaaaaaa1']);
+  });
+});

@@ -1,0 +1,254 @@
+// The episode's fork tree (React Flow): snapshots as nodes laid out by tree-layout.ts (re-laid out only when the
+// tree's shape, the VMs' places or the open chains change), a "you are here" marker for each live VM on its node,
+// collapsed chains that open on click, and zoom, pan, a minimap and fit.
+import {
+  Background,
+  ControlButton,
+  Controls,
+  Handle,
+  MiniMap,
+  Position,
+  ReactFlow,
+  type Edge,
+  type Node,
+  type NodeProps,
+  type ReactFlowInstance,
+} from '@xyflow/react';
+import { memo, useEffect, useMemo, useRef } from 'react';
+import { useShallow } from 'zustand/react/shallow';
+import type { Snapshot, Vm } from '../../../electron/api/schema.js';
+import { useApp, useAppState } from '../app-context.js';
+import { formatTime } from '../format.js';
+import { snapshotsOf } from '../store/engine-state.js';
+import { layoutTree } from './tree-layout.js';
+
+const NODE_W = 184;
+const NODE_H = 58;
+const DEPTH_STEP = NODE_W + 56;
+const BREADTH_STEP = NODE_H + 22;
+/** Below this zoom, names cannot be read: a large tree is shown around its focus instead of whole. */
+const READABLE_ZOOM = 0.35;
+const MINIMAP_ROOM = 190;
+
+type SnapshotData = { snapshot: Snapshot; here: Vm[]; selected: boolean };
+type ChainData = { count: number; first: string; from: string; to: string };
+type SnapshotNode = Node<SnapshotData, 'snapshot'>;
+type ChainNode = Node<ChainData, 'chain'>;
+
+const LIVE = new Set(['running', 'paused', 'creating']);
+
+const SnapshotCard = memo(function SnapshotCard({ data }: NodeProps<SnapshotNode>) {
+  const { snapshot, here, selected } = data;
+  return (
+    <div
+      className={`tree-node kind-${snapshot.kind}${selected ? ' selected' : ''}`}
+      role="treeitem"
+      aria-selected={selected}
+      aria-label={`Snapshot ${snapshot.name}${here.length ? `, here: ${here.map((vm) => vm.name).join(', ')}` : ''}`}
+      title={snapshot.note || snapshot.name}
+    >
+      <Handle type="target" position={Position.Left} isConnectable={false} />
+      <div className="tree-node-name">{snapshot.name}</div>
+      <div className="tree-node-meta">
+        {snapshot.kind} · {formatTime(snapshot.created)}
+      </div>
+      {here.length > 0 && (
+        <div className="here" aria-label="You are here">
+          {here.map((vm) => (
+            <span key={vm.id} className={`here-vm state-${vm.state}`} title={`${vm.name} is here (${vm.state})`}>
+              ▶ {vm.name}
+            </span>
+          ))}
+        </div>
+      )}
+      <Handle type="source" position={Position.Right} isConnectable={false} />
+    </div>
+  );
+});
+
+const ChainCard = memo(function ChainCard({ data }: NodeProps<ChainNode>) {
+  return (
+    <div
+      className="tree-node chain"
+      role="treeitem"
+      aria-label={`${data.count} snapshots from ${data.from} to ${data.to}, collapsed`}
+      title="Click to expand"
+    >
+      <Handle type="target" position={Position.Left} isConnectable={false} />
+      <div className="tree-node-name">+{data.count} snapshots</div>
+      <div className="tree-node-meta">
+        {data.from} … {data.to}
+      </div>
+      <Handle type="source" position={Position.Right} isConnectable={false} />
+    </div>
+  );
+});
+
+// Outside the component: React Flow re-creates its node renderers when this object changes.
+const nodeTypes = { snapshot: SnapshotCard, chain: ChainCard };
+
+export function ForkTree({ episodeId }: { episodeId: string }) {
+  const { store } = useApp();
+  const base = useAppState((s) => s.engine.episodes[episodeId]?.base ?? null);
+  const timeline = useAppState((s) => s.engine.timeline[episodeId]);
+  const snapshotsById = useAppState((s) => s.engine.snapshots);
+  const selected = useAppState((s) => s.snapshotId);
+  const expanded = useAppState(useShallow((s) => s.expandedChains[episodeId] ?? []));
+  const vms = useAppState(
+    useShallow((s) => (s.engine.episodes[episodeId]?.vmIds ?? []).map((id) => s.engine.vms[id]).filter((vm) => !!vm)),
+  );
+  const pending = useAppState(useShallow((s) => s.pendingDeletes));
+  // A snapshot waiting for its delete is hidden already; its children hang from its parent, as they will.
+  const snapshots = useMemo(() => {
+    const hidden = new Set(pending);
+    const all = snapshotsOf(base, timeline, snapshotsById);
+    const shownParent = (id: string | null): string | null =>
+      id !== null && hidden.has(id) ? shownParent(snapshotsById[id]?.parent ?? null) : id;
+    return all
+      .filter((s) => !hidden.has(s.id))
+      .map((s) => (hidden.has(s.parent ?? '') ? { ...s, parent: shownParent(s.parent) } : s));
+  }, [base, timeline, snapshotsById, pending]);
+  const here = useMemo(() => {
+    const map = new Map<string, Vm[]>();
+    for (const vm of vms) {
+      if (!vm.snapshot || !LIVE.has(vm.state)) continue;
+      map.set(vm.snapshot, [...(map.get(vm.snapshot) ?? []), vm]);
+    }
+    return map;
+  }, [vms]);
+  // The shape: parents, kept ids and open chains; names and notes changing do not re-lay it out.
+  const shapeKey = snapshots.map((s) => `${s.id}<${s.parent}`).join(',');
+  const keepKey = [...here.keys(), selected ?? ''].join(',');
+  const layout = useMemo(
+    () =>
+      layoutTree(
+        snapshots.map((s) => ({ id: s.id, parent: s.parent })),
+        { keep: new Set(keepKey.split(',')), expanded: new Set(expanded) },
+      ),
+    [shapeKey, keepKey, expanded],
+  );
+  const nodes = useMemo<(SnapshotNode | ChainNode)[]>(
+    () =>
+      layout.nodes.map((node) => {
+        const position = { x: node.depth * DEPTH_STEP, y: node.breadth * BREADTH_STEP };
+        // Sizes are known, so they count as measured: the minimap and culling need no DOM for offscreen nodes.
+        const size = { width: NODE_W, height: NODE_H, measured: { width: NODE_W, height: NODE_H } };
+        if (node.kind === 'chain') {
+          const name = (id: string) => snapshotsById[id]?.name ?? id;
+          const data = {
+            count: node.ids.length,
+            first: node.ids[0]!,
+            from: name(node.ids[0]!),
+            to: name(node.ids.at(-1)!),
+          };
+          return { id: node.id, type: 'chain', position, data, ...size } satisfies ChainNode;
+        }
+        const data = {
+          snapshot: snapshotsById[node.id]!,
+          here: here.get(node.id) ?? [],
+          selected: node.id === selected,
+        };
+        return {
+          id: node.id,
+          type: 'snapshot',
+          position,
+          data,
+          selected: node.id === selected,
+          ...size,
+        } satisfies SnapshotNode;
+      }),
+    [layout, snapshotsById, here, selected],
+  );
+  const edges = useMemo<Edge[]>(
+    () =>
+      layout.edges.map((e) => ({
+        id: `${e.source}>${e.target}`,
+        source: e.source,
+        target: e.target,
+        type: 'smoothstep',
+      })),
+    [layout],
+  );
+  const flow = useRef<ReactFlowInstance<SnapshotNode | ChainNode> | null>(null);
+  const box = useRef<HTMLDivElement>(null);
+  // The viewport is computed from the layout, not measured: React Flow's own fitView waits for every node to be
+  // measured, which never happens for nodes offscreen when only visible ones are rendered (a large tree).
+  const focus = useAppState((s) => (s.vmId ? (s.engine.vms[s.vmId]?.snapshot ?? null) : null));
+  const fit = (duration = 0) => {
+    const instance = flow.current;
+    const size = box.current?.getBoundingClientRect();
+    if (!instance || !size || size.width === 0) return;
+    const width = (layout.depth - 1) * DEPTH_STEP + NODE_W;
+    const height = (layout.breadth - 1) * BREADTH_STEP + NODE_H;
+    // The minimap takes the bottom right corner: the tree fits beside it.
+    const room = size.width - MINIMAP_ROOM;
+    const zoom = Math.min(1.2, (room * 0.92) / width, (size.height * 0.85) / height);
+    if (zoom >= READABLE_ZOOM) {
+      const x = (room - width * zoom) / 2;
+      const y = (size.height - height * zoom) / 2;
+      return void instance.setViewport({ x, y, zoom }, { duration });
+    }
+    // Too large to read whole: centre on where the selected VM is (else the newest node), at a readable zoom.
+    const target = layout.nodes.find((n) => n.id === (focus && layout.shownAs.get(focus))) ?? layout.nodes.at(-1);
+    if (!target) return;
+    const cx = target.depth * DEPTH_STEP + NODE_W / 2;
+    const cy = target.breadth * BREADTH_STEP + NODE_H / 2;
+    void instance.setViewport({ x: room / 2 - cx * 0.8, y: size.height / 2 - cy * 0.8, zoom: 0.8 }, { duration });
+  };
+  // Fit when the tree gains or loses nodes (a fork, a checkpoint), not on every selection.
+  useEffect(() => {
+    const timer = setTimeout(() => fit(200), 30);
+    return () => clearTimeout(timer);
+  }, [layout.nodes.length]);
+  if (snapshots.length === 0) {
+    return (
+      <div className="tree empty" role="tree" aria-label="Fork tree">
+        <p>{timeline ? 'No snapshots yet: checkpoint a VM to start the tree.' : 'Loading snapshots…'}</p>
+      </div>
+    );
+  }
+  return (
+    <div className="tree" role="tree" aria-label="Fork tree" ref={box}>
+      <ReactFlow
+        nodes={nodes}
+        edges={edges}
+        nodeTypes={nodeTypes}
+        onInit={(instance) => {
+          flow.current = instance;
+          fit();
+        }}
+        onNodeClick={(_event, node) => {
+          if (node.type === 'chain') {
+            const first = (node.data as ChainData).first;
+            store.setState((s) => ({
+              expandedChains: { ...s.expandedChains, [episodeId]: [...(s.expandedChains[episodeId] ?? []), first] },
+            }));
+          } else store.setState({ snapshotId: node.id });
+        }}
+        nodesDraggable={false}
+        nodesConnectable={false}
+        edgesFocusable={false}
+        onlyRenderVisibleElements
+        minZoom={0.05}
+        maxZoom={2}
+        proOptions={{ hideAttribution: true }}
+        colorMode="system"
+      >
+        <Background gap={24} size={1} />
+        <MiniMap
+          pannable
+          zoomable
+          ariaLabel="Fork tree overview"
+          style={{ width: 160, height: 100 }}
+          nodeColor={(node) => (node.type === 'chain' ? 'var(--line)' : 'var(--accent)')}
+          maskColor="var(--minimap-mask)"
+        />
+        <Controls showInteractive={false} showFitView={false} aria-label="Zoom and fit">
+          <ControlButton onClick={() => fit(200)} aria-label="Fit the tree" title="Fit the tree">
+            ⤢
+          </ControlButton>
+        </Controls>
+      </ReactFlow>
+    </div>
+  );
+}

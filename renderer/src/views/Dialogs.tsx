@@ -1,0 +1,283 @@
+// The dialogs behind the actions: a new episode from a Smolfile, a checkpoint with a name and a note, fork N, and
+// restore (which says what happens and offers a named checkpoint first). Each shows its progress and failure in
+// place and closes when the engine answered.
+import { useEffect, useState } from 'react';
+import type { SmolfileExamples } from '../../../electron/api/schema.js';
+import { useApp, useAppState } from '../app-context.js';
+import type { Dialog } from '../store/app-store.js';
+import { Modal } from './Modal.js';
+
+const NAME_RULE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+const NAME_HELP = 'letters, digits, “.”, “_” and “-”, starting with a letter or digit';
+
+function nameProblem(name: string): string | null {
+  return name === '' || NAME_RULE.test(name) ? null : `A name takes ${NAME_HELP}.`;
+}
+
+function useClose() {
+  const { store } = useApp();
+  return () => store.setState({ dialog: null });
+}
+
+function Failure({ on }: { on: string }) {
+  const failure = useAppState((s) => s.failures[on]);
+  return failure ? (
+    <p className="error" role="alert">
+      {failure}
+    </p>
+  ) : null;
+}
+
+function NewEpisode() {
+  const { operations } = useApp();
+  const close = useClose();
+  const busy = useAppState((s) => s.busy['new-episode']);
+  const [examples, setExamples] = useState<SmolfileExamples['examples'] | null>(null);
+  const [listFailure, setListFailure] = useState<string | null>(null);
+  const [path, setPath] = useState('');
+  const [name, setName] = useState('');
+  useEffect(() => {
+    operations.transport.request<SmolfileExamples>('GET', '/smolfiles').then(
+      (answer) => setExamples(answer.examples),
+      (error: Error) => setListFailure(error.message),
+    );
+  }, [operations]);
+  const problem = nameProblem(name);
+  return (
+    <Modal title="New episode" onClose={close}>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (!path || problem) return;
+          void operations.createEpisode(path, name || undefined).then((created) => created && close());
+        }}
+      >
+        <fieldset>
+          <legend>Example Smolfiles</legend>
+          {examples === null && !listFailure && <p className="muted">Loading…</p>}
+          {listFailure && <p className="error">The examples could not be listed: {listFailure}</p>}
+          {examples?.map((example) => (
+            <label key={example.path} className="choice">
+              <input
+                type="radio"
+                name="smolfile"
+                value={example.path}
+                checked={path === example.path}
+                onChange={() => setPath(example.path)}
+              />
+              <span>
+                <strong>{example.name}</strong> <span className="muted">{example.description}</span>
+              </span>
+            </label>
+          ))}
+        </fieldset>
+        <label>
+          Smolfile path (on the engine’s machine)
+          <input
+            value={path}
+            onChange={(e) => setPath(e.target.value)}
+            placeholder="/home/me/project/Smolfile"
+            aria-label="Smolfile path"
+            spellCheck={false}
+          />
+        </label>
+        <label>
+          Name (optional)
+          <input value={name} onChange={(e) => setName(e.target.value)} aria-label="Episode name" spellCheck={false} />
+        </label>
+        {problem && <p className="error">{problem}</p>}
+        <Failure on="new-episode" />
+        <div className="row end">
+          <button type="button" onClick={close}>
+            Cancel
+          </button>
+          <button type="submit" className="primary" disabled={!path || !!problem || !!busy}>
+            {busy ?? 'Start episode'}
+          </button>
+        </div>
+      </form>
+    </Modal>
+  );
+}
+
+function Checkpoint({ vmId }: { vmId: string }) {
+  const { operations } = useApp();
+  const close = useClose();
+  const vmName = useAppState((s) => s.engine.vms[vmId]?.name ?? vmId);
+  const busy = useAppState((s) => s.busy[`vm:${vmId}`]);
+  const [name, setName] = useState('');
+  const [note, setNote] = useState('');
+  const problem = nameProblem(name);
+  return (
+    <Modal title={`Checkpoint ${vmName}`} onClose={close}>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (problem) return;
+          void operations.checkpoint(vmId, name || undefined, note || undefined).then((saved) => saved && close());
+        }}
+      >
+        <label>
+          Name (optional: the engine names it checkpoint-N)
+          <input
+            value={name}
+            onChange={(e) => setName(e.target.value)}
+            aria-label="Checkpoint name"
+            spellCheck={false}
+          />
+        </label>
+        <label>
+          Note
+          <textarea value={note} onChange={(e) => setNote(e.target.value)} rows={3} aria-label="Checkpoint note" />
+        </label>
+        {problem && <p className="error">{problem}</p>}
+        <Failure on={`vm:${vmId}`} />
+        <div className="row end">
+          <button type="button" onClick={close}>
+            Cancel
+          </button>
+          <button type="submit" className="primary" disabled={!!problem || !!busy}>
+            {busy ?? 'Save checkpoint'}
+          </button>
+        </div>
+      </form>
+    </Modal>
+  );
+}
+
+function Fork({ vmId, snapshotId }: { vmId: string | null; snapshotId: string | null }) {
+  const { operations } = useApp();
+  const close = useClose();
+  const what = useAppState((s) =>
+    vmId
+      ? `VM ${s.engine.vms[vmId]?.name ?? vmId}`
+      : `snapshot ${s.engine.snapshots[snapshotId ?? '']?.name ?? snapshotId}`,
+  );
+  const key = vmId ? `vm:${vmId}` : `snapshot:${snapshotId}`;
+  const busy = useAppState((s) => s.busy[key]);
+  const [count, setCount] = useState(3);
+  const valid = Number.isInteger(count) && count >= 1 && count <= 64;
+  return (
+    <Modal title={`Fork ${what}`} onClose={close}>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (!valid) return;
+          const from = vmId ? { vmId } : { snapshotId: snapshotId! };
+          void operations.fork(from, count).then((forked) => forked && close());
+        }}
+      >
+        <p>
+          {vmId
+            ? 'The VM pauses for a moment while a fork point is saved; each new VM starts exactly there, and the VM keeps running.'
+            : 'Each new VM is restored from this snapshot.'}
+        </p>
+        <label>
+          How many VMs (1 to 64)
+          <input
+            type="number"
+            min={1}
+            max={64}
+            value={count}
+            onChange={(e) => setCount(Number(e.target.value))}
+            aria-label="Number of forks"
+          />
+        </label>
+        {!valid && <p className="error">Between 1 and 64.</p>}
+        <Failure on={key} />
+        <div className="row end">
+          <button type="button" onClick={close}>
+            Cancel
+          </button>
+          <button type="submit" className="primary" disabled={!valid || !!busy}>
+            {busy ?? `Fork ×${valid ? count : '?'}`}
+          </button>
+        </div>
+      </form>
+    </Modal>
+  );
+}
+
+function Restore({ vmId, snapshotId }: { vmId: string; snapshotId: string }) {
+  const { operations } = useApp();
+  const close = useClose();
+  const vm = useAppState((s) => s.engine.vms[vmId]);
+  const target = useAppState((s) => s.engine.snapshots[snapshotId]);
+  const busy = useAppState((s) => s.busy[`vm:${vmId}`]);
+  const [checkpointFirst, setCheckpointFirst] = useState(true);
+  const [name, setName] = useState('');
+  const [note, setNote] = useState('');
+  const problem = checkpointFirst ? nameProblem(name) : null;
+  const live = vm?.state === 'running' || vm?.state === 'paused';
+  return (
+    <Modal title={`Restore ${vm?.name ?? vmId} to ${target?.name ?? snapshotId}`} onClose={close}>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (problem) return;
+          const first = live && checkpointFirst ? { name: name || undefined, note: note || undefined } : undefined;
+          void operations.restore(vmId, snapshotId, first).then((restored) => restored && close());
+        }}
+      >
+        <p>
+          The VM’s processes end and it continues from <strong>{target?.name ?? snapshotId}</strong>: its memory, disk
+          and console as they were then.{' '}
+          {live && 'The engine keeps where it is now as a restore-point snapshot, so nothing is lost.'}
+        </p>
+        {live && (
+          <>
+            <label className="choice">
+              <input type="checkbox" checked={checkpointFirst} onChange={(e) => setCheckpointFirst(e.target.checked)} />
+              <span>Save a named checkpoint of the current state first</span>
+            </label>
+            {checkpointFirst && (
+              <>
+                <label>
+                  Checkpoint name (optional)
+                  <input value={name} onChange={(e) => setName(e.target.value)} aria-label="Checkpoint name" />
+                </label>
+                <label>
+                  Note
+                  <textarea
+                    value={note}
+                    onChange={(e) => setNote(e.target.value)}
+                    rows={2}
+                    aria-label="Checkpoint note"
+                  />
+                </label>
+              </>
+            )}
+          </>
+        )}
+        {problem && <p className="error">{problem}</p>}
+        <Failure on={`vm:${vmId}`} />
+        <div className="row end">
+          <button type="button" onClick={close}>
+            Cancel
+          </button>
+          <button type="submit" className="primary" disabled={!!problem || !!busy}>
+            {busy ?? 'Restore'}
+          </button>
+        </div>
+      </form>
+    </Modal>
+  );
+}
+
+export function Dialogs() {
+  const dialog = useAppState((s) => s.dialog);
+  return dialog ? <DialogFor dialog={dialog} /> : null;
+}
+
+function DialogFor({ dialog }: { dialog: Dialog }) {
+  switch (dialog.kind) {
+    case 'new-episode':
+      return <NewEpisode />;
+    case 'checkpoint':
+      return <Checkpoint vmId={dialog.vmId} />;
+    case 'fork':
+      return <Fork vmId={dialog.vmId} snapshotId={dialog.snapshotId} />;
+    case 'restore':
+      return <Restore vmId={dialog.vmId} snapshotId={dialog.snapshotId} />;
+  }
+}

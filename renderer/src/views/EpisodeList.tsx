@@ -1,0 +1,214 @@
+// The episodes: live status, uptime, snapshot count and disk use, search, and ticked rows for bulk actions. Each
+// row subscribes to its own episode only, so an event about one episode re-renders one row.
+// CPU and memory sparklines sum the episode's running VMs (metrics events, Sparkline.tsx).
+import { memo, useEffect, useMemo, useRef, useState } from 'react';
+import { useShallow } from 'zustand/react/shallow';
+import { useApp, useAppState } from '../app-context.js';
+import { useNow } from '../clock.js';
+import { formatBytes, formatDuration, formatTime } from '../format.js';
+import { Sparklines } from './Sparkline.js';
+import { StateBadge } from './StateBadge.js';
+
+function Uptime({ since }: { since: string }) {
+  const now = useNow();
+  return <>{formatDuration(now - Date.parse(since))}</>;
+}
+
+/** Rows have one height, so only those in view are rendered (a thousand episodes stay quick). */
+const ROW_HEIGHT = 44;
+const OVERSCAN = 12;
+
+/** The rows of a scrolling list that are in view, with the space above and below them. */
+function useWindow(count: number) {
+  const scroller = useRef<HTMLDivElement>(null);
+  const [view, setView] = useState({ top: 0, height: 900 });
+  useEffect(() => {
+    const element = scroller.current;
+    if (!element) return;
+    let frame = 0;
+    const measure = () => {
+      cancelAnimationFrame(frame);
+      frame = requestAnimationFrame(() => setView({ top: element.scrollTop, height: element.clientHeight || 900 }));
+    };
+    element.addEventListener('scroll', measure, { passive: true });
+    const observer = new ResizeObserver(measure);
+    observer.observe(element);
+    return () => {
+      cancelAnimationFrame(frame);
+      element.removeEventListener('scroll', measure);
+      observer.disconnect();
+    };
+  }, []);
+  const first = Math.max(0, Math.floor(view.top / ROW_HEIGHT) - OVERSCAN);
+  const last = Math.min(count, Math.ceil((view.top + view.height) / ROW_HEIGHT) + OVERSCAN);
+  return { scroller, first, last, above: first * ROW_HEIGHT, below: (count - last) * ROW_HEIGHT };
+}
+
+const EpisodeRow = memo(function EpisodeRow({ id, index }: { id: string; index: number }) {
+  const { store } = useApp();
+  const episode = useAppState((s) => s.engine.episodes[id]);
+  const ticked = useAppState((s) => s.ticked.includes(id));
+  const busy = useAppState((s) => s.busy[`episode:${id}`]);
+  // The earliest start among its running VMs: how long the episode has been running.
+  const since = useAppState((s) => {
+    const times = (s.engine.episodes[id]?.vmIds ?? []).map((vm) => s.engine.vms[vm]?.runningSince).filter(Boolean);
+    return times.length ? (times as string[]).sort()[0]! : null;
+  });
+  const vmCount = useAppState((s) => s.engine.episodes[id]?.vmIds.length ?? 0);
+  const running = useAppState(
+    useShallow((s) =>
+      (s.engine.episodes[id]?.vmIds ?? []).filter((vm) =>
+        ['running', 'paused'].includes(s.engine.vms[vm]?.state ?? ''),
+      ),
+    ),
+  );
+  // Why a crashed or stopped episode ended: its first VM's exit.
+  const exit = useAppState((s) => {
+    const vm = (s.engine.episodes[id]?.vmIds ?? []).map((v) => s.engine.vms[v]).find((v) => v?.exit);
+    return vm?.exit ? `${vm.exit.reason}${vm.exit.message ? `: ${vm.exit.message}` : ''}` : null;
+  });
+  if (!episode) return null;
+  const open = () => store.setState({ episodeId: id, snapshotId: null, vmId: episode.vmIds[0] ?? null });
+  const tick = () =>
+    store.setState((s) => ({ ticked: s.ticked.includes(id) ? s.ticked.filter((t) => t !== id) : [...s.ticked, id] }));
+  return (
+    <tr className={ticked ? 'ticked' : undefined} aria-selected={ticked} aria-rowindex={index + 2}>
+      <td className="check">
+        <input type="checkbox" checked={ticked} onChange={tick} aria-label={`Select ${episode.name}`} />
+      </td>
+      <td>
+        <button className="link" onClick={open} aria-label={`Open episode ${episode.name}`}>
+          {episode.name}
+        </button>
+        <div className="sub" title={episode.smolfile.path}>
+          {episode.smolfile.path.split('/').at(-1)}
+        </div>
+      </td>
+      <td>
+        <StateBadge state={episode.state} />
+        {busy && <span className="busy">{busy}</span>}
+        {exit && episode.state !== 'running' && (
+          <div className="sub" title={exit}>
+            {exit}
+          </div>
+        )}
+      </td>
+      <td className="num">{vmCount}</td>
+      <td className="num">{since ? <Uptime since={since} /> : '—'}</td>
+      <td className="spark">
+        {running.length > 0 ? <Sparklines vmIds={running} /> : <span className="muted">—</span>}
+      </td>
+      <td className="num">{episode.snapshotCount}</td>
+      <td className="num">{formatBytes(episode.diskBytes)}</td>
+      <td className="num">{formatTime(episode.created)}</td>
+    </tr>
+  );
+});
+
+export function EpisodeList() {
+  const { store, operations } = useApp();
+  const search = useAppState((s) => s.search);
+  const ticked = useAppState(useShallow((s) => s.ticked));
+  const total = useAppState((s) => s.engine.episodeIds.filter((id) => !s.pendingDeletes.includes(id)).length);
+  const connection = useAppState((s) => s.connection.state);
+  const ids = useAppState(
+    useShallow((s) => {
+      const needle = s.search.trim().toLowerCase();
+      return s.engine.episodeIds.filter((id) => {
+        if (s.pendingDeletes.includes(id)) return false;
+        const episode = s.engine.episodes[id];
+        if (!episode || !needle) return true;
+        const names = episode.vmIds.map((vm) => s.engine.vms[vm]?.name ?? '');
+        return [episode.name, episode.id, episode.state, episode.smolfile.path, ...names].some((text) =>
+          text.toLowerCase().includes(needle),
+        );
+      });
+    }),
+  );
+  const newest = useMemo(() => [...ids].reverse(), [ids]);
+  const { scroller, first, last, above, below } = useWindow(newest.length);
+  const allTicked = ids.length > 0 && ids.every((id) => ticked.includes(id));
+  return (
+    <section className="episodes" aria-label="Episodes">
+      <div className="toolbar">
+        <input
+          type="search"
+          id="episode-search"
+          placeholder="Search episodes  /"
+          aria-label="Search episodes"
+          value={search}
+          onChange={(e) => store.setState({ search: e.target.value })}
+        />
+        <div className="spacer" />
+        <span className="muted" aria-live="polite">
+          {ticked.length > 0 ? `${ticked.length} selected` : `${ids.length} of ${total}`}
+        </span>
+        <button disabled={ticked.length === 0} onClick={() => void operations.bulk('checkpoint', ticked)}>
+          Checkpoint selected
+        </button>
+        <button disabled={ticked.length === 0} onClick={() => void operations.bulk('stop', ticked)}>
+          Stop selected
+        </button>
+        <button
+          className="danger"
+          disabled={ticked.length === 0}
+          onClick={() => void operations.bulk('delete', ticked)}
+        >
+          Delete selected
+        </button>
+        <button className="primary" onClick={() => store.setState({ dialog: { kind: 'new-episode' } })}>
+          New episode
+        </button>
+      </div>
+      {total === 0 ? (
+        <div className="empty">
+          <h2>No episodes yet</h2>
+          {connection === 'open' ? (
+            <>
+              <p>Start one from a Smolfile here, or from a terminal:</p>
+              <pre>smol up -f smolfiles/echo.smolfile</pre>
+              <button className="primary" onClick={() => store.setState({ dialog: { kind: 'new-episode' } })}>
+                New episode
+              </button>
+            </>
+          ) : (
+            <p>Waiting for the engine…</p>
+          )}
+        </div>
+      ) : (
+        <div className="table-scroll" ref={scroller}>
+          <table className="grid" aria-rowcount={newest.length + 1}>
+            <thead>
+              <tr>
+                <th className="check">
+                  <input
+                    type="checkbox"
+                    aria-label="Select all shown episodes"
+                    checked={allTicked}
+                    onChange={() => store.setState({ ticked: allTicked ? [] : ids })}
+                  />
+                </th>
+                <th>Episode</th>
+                <th>State</th>
+                <th className="num">VMs</th>
+                <th className="num">Uptime</th>
+                <th>CPU · memory</th>
+                <th className="num">Snapshots</th>
+                <th className="num">Disk</th>
+                <th className="num">Created</th>
+              </tr>
+            </thead>
+            <tbody>
+              {above > 0 && <tr className="spacer-row" style={{ height: above }} aria-hidden="true" />}
+              {newest.slice(first, last).map((id, i) => (
+                <EpisodeRow key={id} id={id} index={first + i} />
+              ))}
+              {below > 0 && <tr className="spacer-row" style={{ height: below }} aria-hidden="true" />}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {total > 0 && ids.length === 0 && <p className="empty">No episode matches “{search}”.</p>}
+    </section>
+  );
+}

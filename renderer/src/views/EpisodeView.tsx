@@ -1,0 +1,182 @@
+// One episode: its VMs (state, where each is, and its actions), the fork tree, the selected snapshot's details,
+// and the selected VM's console or replay.
+import { useState } from 'react';
+import { useShallow } from 'zustand/react/shallow';
+import { useApp, useAppState } from '../app-context.js';
+import { useNow } from '../clock.js';
+import { Console } from '../console/Console.js';
+import { formatBytes, formatDuration } from '../format.js';
+import { Replay } from '../replay/Replay.js';
+import { ForkTree } from '../tree/ForkTree.js';
+import { SnapshotDetails } from './SnapshotDetails.js';
+import { Sparklines } from './Sparkline.js';
+import { StateBadge } from './StateBadge.js';
+
+function Uptime({ since }: { since: string }) {
+  const now = useNow();
+  return <span className="muted">up {formatDuration(now - Date.parse(since))}</span>;
+}
+
+function VmActions({ vmId }: { vmId: string }) {
+  const { store, operations } = useApp();
+  const vm = useAppState((s) => s.engine.vms[vmId]);
+  const busy = useAppState((s) => s.busy[`vm:${vmId}`]);
+  const failure = useAppState((s) => s.failures[`vm:${vmId}`]);
+  const progress = useAppState((s) => s.engine.progress[vmId]);
+  if (!vm) return null;
+  const live = vm.state === 'running' || vm.state === 'paused';
+  const can = { start: vm.state === 'suspended', stop: live, reset: vm.state !== 'creating' };
+  return (
+    <div className="vm-actions" role="group" aria-label={`Actions for ${vm.name}`}>
+      <button disabled={!live || !!busy} onClick={() => store.setState({ dialog: { kind: 'checkpoint', vmId } })}>
+        Checkpoint…
+      </button>
+      <button
+        disabled={!live || !!busy}
+        onClick={() => store.setState({ dialog: { kind: 'fork', vmId, snapshotId: null } })}
+      >
+        Fork…
+      </button>
+      {vm.state === 'paused' ? (
+        <button disabled={!!busy} onClick={() => void operations.lifecycle(vmId, 'resume')}>
+          Resume
+        </button>
+      ) : (
+        <button disabled={vm.state !== 'running' || !!busy} onClick={() => void operations.lifecycle(vmId, 'pause')}>
+          Pause
+        </button>
+      )}
+      {can.start ? (
+        <button disabled={!!busy} onClick={() => void operations.lifecycle(vmId, 'start')}>
+          Start
+        </button>
+      ) : (
+        <button disabled={!can.stop || !!busy} onClick={() => void operations.lifecycle(vmId, 'stop')}>
+          Stop
+        </button>
+      )}
+      <button disabled={!can.reset || !!busy} onClick={() => void operations.lifecycle(vmId, 'reset')}>
+        Reset
+      </button>
+      <button className="danger" disabled={!!busy} onClick={() => operations.removeVm(vmId)}>
+        Remove VM
+      </button>
+      <div className="spacer" />
+      {live && <Sparklines vmIds={[vmId]} />}
+      {busy && (
+        <span className="busy" role="status">
+          {busy}
+          {progress && ` ${Math.round((progress.done / Math.max(progress.total, 1)) * 100)}%`}
+        </span>
+      )}
+      {vm.exit && !live && (
+        <span className="muted" title={vm.exit.message}>
+          ended: {vm.exit.reason}
+          {vm.exit.message ? ` (${vm.exit.message})` : ''}
+        </span>
+      )}
+      {failure && !busy && (
+        <span className="error" role="alert">
+          {failure}
+        </span>
+      )}
+    </div>
+  );
+}
+
+function VmTab({ vmId, active }: { vmId: string; active: boolean }) {
+  const { store } = useApp();
+  const vm = useAppState((s) => s.engine.vms[vmId]);
+  const at = useAppState((s) => {
+    const id = s.engine.vms[vmId]?.snapshot;
+    return id ? (s.engine.snapshots[id]?.name ?? null) : null;
+  });
+  if (!vm) return null;
+  return (
+    <button
+      role="tab"
+      aria-selected={active}
+      className={`vm-tab${active ? ' active' : ''}`}
+      onClick={() => store.setState({ vmId })}
+      aria-label={`VM ${vm.name}`}
+      title={vm.exit ? `${vm.exit.reason}: ${vm.exit.message}` : vm.id}
+    >
+      <span className="vm-tab-name">{vm.name}</span>
+      <StateBadge state={vm.state} />
+      {vm.runningSince && <Uptime since={vm.runningSince} />}
+      {at && <span className="muted">at {at}</span>}
+    </button>
+  );
+}
+
+export function EpisodeView({ episodeId }: { episodeId: string }) {
+  const { store, operations } = useApp();
+  const episode = useAppState((s) => s.engine.episodes[episodeId]);
+  const vmIds = useAppState(
+    useShallow((s) => (s.engine.episodes[episodeId]?.vmIds ?? []).filter((id) => !s.pendingDeletes.includes(id))),
+  );
+  const selectedVm = useAppState((s) => s.vmId);
+  const snapshotId = useAppState((s) =>
+    s.snapshotId && !s.pendingDeletes.includes(s.snapshotId) ? s.snapshotId : null,
+  );
+  const [pane, setPane] = useState<'console' | 'replay'>('console');
+  if (!episode) return null;
+  const vmId = selectedVm && vmIds.includes(selectedVm) ? selectedVm : (vmIds[0] ?? null);
+  return (
+    <section className="episode" aria-label={`Episode ${episode.name}`}>
+      <header className="episode-head">
+        <button onClick={() => store.setState({ episodeId: null, snapshotId: null })} aria-label="Back to episodes">
+          ← Episodes
+        </button>
+        <h2>{episode.name}</h2>
+        <StateBadge state={episode.state} />
+        <span className="muted" title={episode.smolfile.path}>
+          {episode.smolfile.path.split('/').at(-1)} · {episode.snapshotCount} snapshots ·{' '}
+          {formatBytes(episode.diskBytes)}
+        </span>
+        <div className="spacer" />
+        <button className="danger" onClick={() => operations.deleteEpisode(episodeId)}>
+          Delete episode
+        </button>
+      </header>
+      <div className="vm-bar" role="tablist" aria-label="VMs">
+        {vmIds.map((id) => (
+          <VmTab key={id} vmId={id} active={id === vmId} />
+        ))}
+        {vmIds.length === 0 && <span className="muted pad">No VMs: fork a snapshot to run one.</span>}
+      </div>
+      {vmId && <VmActions vmId={vmId} />}
+      <div className="episode-body">
+        <div className="tree-pane">
+          <ForkTree episodeId={episodeId} />
+        </div>
+        <aside className="details-pane">
+          {snapshotId ? (
+            <SnapshotDetails snapshotId={snapshotId} />
+          ) : (
+            <p className="muted pad">Select a snapshot in the tree.</p>
+          )}
+        </aside>
+        <div className="bottom-pane">
+          <div className="tabs" role="tablist" aria-label="Console or replay">
+            <button role="tab" aria-selected={pane === 'console'} onClick={() => setPane('console')}>
+              Console
+            </button>
+            <button role="tab" aria-selected={pane === 'replay'} onClick={() => setPane('replay')}>
+              Replay
+            </button>
+          </div>
+          {vmId ? (
+            pane === 'console' ? (
+              <Console key={vmId} vmId={vmId} />
+            ) : (
+              <Replay key={vmId} vmId={vmId} />
+            )
+          ) : (
+            <p className="muted pad">No VM selected.</p>
+          )}
+        </div>
+      </div>
+    </section>
+  );
+}
