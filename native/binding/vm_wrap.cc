@@ -222,26 +222,21 @@ std::string StringProp(const Napi::Object& o, const char* key, bool required) {
   return v.As<Napi::String>().Utf8Value();
 }
 
-// options.diskTop: a path, or absent.
-std::string DiskTopOption(const Napi::Value& options, const char* what) {
+// options[key]: a non-empty path, or absent ("").
+std::string PathOption(const Napi::Value& options, const char* key, const char* what) {
   if (options.IsUndefined() || options.IsNull()) return "";
   if (!options.IsObject()) throw Napi::TypeError::New(options.Env(), std::string(what) + ": options must be an object");
-  Napi::Value v = options.As<Napi::Object>().Get("diskTop");
+  Napi::Value v = options.As<Napi::Object>().Get(key);
   if (v.IsUndefined() || v.IsNull()) return "";
   if (!v.IsString() || v.As<Napi::String>().Utf8Value().empty())
-    throw Napi::TypeError::New(options.Env(), std::string(what) + ": diskTop must be a non-empty path");
+    throw Napi::TypeError::New(options.Env(), std::string(what) + ": " + key + " must be a non-empty path");
   return v.As<Napi::String>().Utf8Value();
 }
 
-// options.vsockPath: a path, or absent.
+std::string DiskTopOption(const Napi::Value& options, const char* what) { return PathOption(options, "diskTop", what); }
+
 std::string VsockPathOption(const Napi::Value& options, const char* what) {
-  if (options.IsUndefined() || options.IsNull()) return "";
-  if (!options.IsObject()) throw Napi::TypeError::New(options.Env(), std::string(what) + ": options must be an object");
-  Napi::Value v = options.As<Napi::Object>().Get("vsockPath");
-  if (v.IsUndefined() || v.IsNull()) return "";
-  if (!v.IsString() || v.As<Napi::String>().Utf8Value().empty())
-    throw Napi::TypeError::New(options.Env(), std::string(what) + ": vsockPath must be a non-empty path");
-  return v.As<Napi::String>().Utf8Value();
+  return PathOption(options, "vsockPath", what);
 }
 
 int64_t IntProp(const Napi::Object& o, const char* key) {

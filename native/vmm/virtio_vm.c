@@ -336,7 +336,7 @@ static int rng_load(struct vm *vm, void *state, const uint8_t *data, size_t len,
 	return vdev_load_transport(state, data, err);
 }
 
-static int rng_quiesce(struct vm *vm, void *state, struct vm_error *err)
+static int vdev_quiesce(struct vm *vm, void *state, struct vm_error *err)
 {
 	(void)vm;
 	(void)err;
@@ -351,7 +351,7 @@ static struct device_type virtio_rng_device = {
 	.save = rng_save,
 	.load = rng_load,
 	.clone = vdev_clone,
-	.quiesce = rng_quiesce,
+	.quiesce = vdev_quiesce,
 	.resume = vdev_resume,
 };
 
@@ -591,7 +591,7 @@ static struct device_type virtio_vsock_device = {
 	.save = vsock_save,
 	.load = vsock_load,
 	.clone = vsock_clone,
-	.quiesce = rng_quiesce,	/* the transport's lock held: no packet moves while the state is captured */
+	.quiesce = vdev_quiesce,	/* the transport's lock held: no packet moves while the state is captured */
 	.resume = vdev_resume,
 };
 
