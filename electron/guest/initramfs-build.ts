@@ -18,8 +18,8 @@ export const INITRAMFS_RESOURCES = path.join(packageRoot, 'resources', 'guest-in
 export const INITRAMFS_PACKAGES = ['busybox-static'];
 const BUSYBOX = '/bin/busybox';
 /**
- * File → path in the archive, mode. The agent is there but not PID 1 yet: busybox init stays in charge until the
- * VMM has virtio-vsock (docs/agent.md, "In the guest").
+ * File → path in the archive, mode. busybox init stays PID 1 and starts the agent from /etc/inittab (docs/agent.md,
+ * "In the guest").
  */
 const RESOURCE_FILES = [
   { name: 'init', source: path.join(INITRAMFS_RESOURCES, 'init'), target: 'init', mode: 0o755 },

@@ -456,6 +456,36 @@ TEST(vsock_transport_reset_drops_connections_and_tells_the_guest)
 	rig_exit(&r);
 }
 
+/*
+ * After a reset, a host connection must wait until the guest has handled the reset (it hands its event buffer
+ * back): a REQUEST delivered earlier would be reset by the guest along with the old sockets, silently.
+ */
+TEST(vsock_after_a_transport_reset_requests_wait_for_the_guest_to_handle_it)
+{
+	struct rig r;
+	struct vsock_hdr h;
+	char ok[32] = { 0 };
+	int fd;
+
+	REQUIRE(rig_init(&r) == 0);
+	post_rx(&r, 16, RX_BUF_LEN);
+	offer(&r, VSOCK_EVENT_QUEUE, 0x200000, 4, VIRTQ_DESC_F_WRITE, 0, 0, 0);
+	virtio_vsock_transport_reset(&r.vs);
+	fd = host_connect(r.path);
+	REQUIRE(fd >= 0);
+	REQUIRE(write(fd, "CONNECT 52\n", 11) == 11);
+	CHECK_EQ_INT(recv_pkt(&r, &h, NULL, 0), -1);	/* held back: the reset is not handled yet */
+	offer(&r, VSOCK_EVENT_QUEUE, 0x200000, 4, VIRTQ_DESC_F_WRITE, 0, 0, 0);	/* handled: buffer back */
+	REQUIRE(recv_pkt(&r, &h, NULL, 0) == 0);
+	CHECK_EQ_INT(h.op, VSOCK_OP_REQUEST);
+	CHECK_EQ_INT(h.dst_port, 52);
+	send_pkt(&r, 52, h.src_port, VSOCK_OP_RESPONSE, 0, 65536, 0, NULL, 0);
+	CHECK_EQ_INT(host_read(fd, ok, 3), 3);
+	CHECK(!strncmp(ok, "OK ", 3));
+	close(fd);
+	rig_exit(&r);
+}
+
 TEST(vsock_init_refuses_a_reserved_cid_and_a_path_too_long)
 {
 	struct virtio_vsock vs;

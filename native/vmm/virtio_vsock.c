@@ -59,6 +59,11 @@ struct vsock_ctl {
 	uint32_t flags;
 };
 
+/* SMOL_VSOCK_TRACE=1: every packet and decision on stderr (debugging only). */
+static int vsock_trace = -1;
+#define TRACE(...) do { if (vsock_trace < 0) vsock_trace = getenv("SMOL_VSOCK_TRACE") != NULL; \
+	if (vsock_trace) { fprintf(stderr, "vsock: " __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
 static struct vsock_conn *conn_find(struct virtio_vsock *vs, uint32_t local_port, uint32_t peer_port)
 {
 	for (struct vsock_conn *c = vs->conns; c; c = c->next)
@@ -144,6 +149,7 @@ static uint32_t host_port_alloc(struct virtio_vsock *vs)
 /* Queues a control packet for the guest; the oldest are kept when the ring is full (it is sized for the worst). */
 static void ctl_push(struct virtio_vsock *vs, uint32_t local_port, uint32_t peer_port, uint16_t op, uint32_t flags)
 {
+	TRACE("ctl_push op %u %u->%u len %u", op, local_port, peer_port, vs->ctl_len);
 	if (vs->ctl_len == vs->ctl_cap)
 		return;
 	vs->ctl[(vs->ctl_head + vs->ctl_len++) % vs->ctl_cap] =
@@ -304,27 +310,39 @@ static void deliver_locked(struct virtio_vsock *vs)
 	const char *why = NULL;
 	int delivered = 0, broke = 0, sent;
 
-	if (!t || !device_live(t))
+	if (!t || !device_live(t)) {
+		TRACE("deliver: device not live (status %#x)", t ? t->status : 0);
 		return;
+	}
 	rxq = &t->q[VSOCK_RX_QUEUE];
 	evq = &t->q[VSOCK_EVENT_QUEUE];
+	TRACE("deliver: reset %d evq %d ctl %u rxq %d (ready %d broken %d last_avail %u)", vs->reset_event,
+	      queue_has_buffer(evq, t->mem), vs->ctl_len, queue_has_buffer(rxq, t->mem), rxq->ready, rxq->broken,
+	      rxq->last_avail);
 	if (vs->reset_event && queue_has_buffer(evq, t->mem)) {
 		uint32_t id = VSOCK_EVENT_TRANSPORT_RESET;
 
 		vs->reset_event = 0;
+		vs->reset_unacked = 1;
 		broke = virtq_pop(evq, t->mem, ch, &why) <= 0 ||
 			virtq_chain_write(ch, t->mem, 0, &id, sizeof(id)) != sizeof(id) ||
 			virtq_push(evq, t->mem, ch->head, sizeof(id)) < 0;
 		delivered = 1;
 	}
-	do {
-		while (!broke && vs->ctl_len && queue_has_buffer(rxq, t->mem)) {
-			broke = virtq_pop(rxq, t->mem, ch, &why) <= 0 || rx_control(vs, ch) < 0;
-			delivered = 1;
-		}
-		sent = broke ? 0 : rx_round(vs, &delivered);
-		broke |= sent < 0;
-	} while (sent > 0 || (!broke && vs->ctl_len && queue_has_buffer(rxq, t->mem)));
+	/*
+	 * Nothing goes to the guest until it has handled the reset (it refills and kicks the event queue after
+	 * resetting its sockets): a connection requested before that would be reset with the old ones, and the host
+	 * would never hear of it.
+	 */
+	if (!vs->reset_event && !vs->reset_unacked)
+		do {
+			while (!broke && vs->ctl_len && queue_has_buffer(rxq, t->mem)) {
+				broke = virtq_pop(rxq, t->mem, ch, &why) <= 0 || rx_control(vs, ch) < 0;
+				delivered = 1;
+			}
+			sent = broke ? 0 : rx_round(vs, &delivered);
+			broke |= sent < 0;
+		} while (sent > 0 || (!broke && vs->ctl_len && queue_has_buffer(rxq, t->mem)));
 	if (broke) {		/* a ring outside guest RAM, or a chain too small for a header */
 		rxq->broken = 1;
 		t->status |= VIRTIO_STATUS_NEEDS_RESET;
@@ -402,6 +420,7 @@ static void guest_packet(struct virtio_vsock *vs, const struct vsock_hdr *h, con
 	struct vsock_conn *c = conn_find(vs, h->dst_port, h->src_port);
 	struct virtio_mmio *t = vs->t;
 
+	TRACE("guest packet op %u %u->%u len %u conn %d", h->op, h->src_port, h->dst_port, h->len, c ? (int)c->state : -1);
 	if (h->op == VSOCK_OP_REQUEST) {
 		if (c)
 			conn_reset(vs, c);
@@ -491,8 +510,11 @@ static int vsock_tx(struct virtio_vsock *vs, const char **why)
 		struct vsock_hdr h;
 
 		if (ch->out_len < VSOCK_HDR_LEN || virtq_chain_read(ch, t->mem, 0, &h, sizeof(h)) != sizeof(h) ||
-		    h.src_cid != vs->guest_cid || h.dst_cid != VSOCK_HOST_CID || h.type != VSOCK_TYPE_STREAM)
-			vs->bad_packets++;	/* not a packet for us: dropped, as a NIC drops a bad frame */
+		    h.src_cid != vs->guest_cid || h.dst_cid != VSOCK_HOST_CID || h.type != VSOCK_TYPE_STREAM) {
+			TRACE("dropped: src cid %llu dst cid %llu type %u", (unsigned long long)h.src_cid,
+			      (unsigned long long)h.dst_cid, h.type);
+			vs->bad_packets++;
+		}	/* not a packet for us: dropped, as a NIC drops a bad frame */
 		else
 			guest_packet(vs, &h, ch);
 		if (virtq_push(q, t->mem, ch->head, 0) < 0) {
@@ -511,6 +533,8 @@ static int vsock_queue_work(struct virtio_mmio *t, int q, const char **why)
 
 	if (q == VSOCK_TX_QUEUE)
 		ret = vsock_tx(vs, why);
+	if (q == VSOCK_EVENT_QUEUE && !vs->reset_event)
+		vs->reset_unacked = 0;	/* the guest handled the TRANSPORT_RESET and gave its buffer back */
 	if (ret >= 0)
 		deliver_locked(vs);	/* new rx or event buffers, or answers to what the guest sent */
 	return ret;
@@ -540,7 +564,10 @@ static void drop_all(struct virtio_vsock *vs)
 
 static void vsock_reset(void *dev)
 {
-	drop_all(dev);	/* the driver reset the device: its connections are gone */
+	struct virtio_vsock *vs = dev;
+
+	drop_all(vs);	/* the driver reset the device: its connections are gone */
+	vs->reset_event = vs->reset_unacked = 0;
 }
 
 const struct virtio_dev_ops virtio_vsock_ops = {
@@ -587,6 +614,7 @@ static void host_handshake(struct virtio_vsock *vs, struct vsock_conn *c)
 	}
 	c->peer_port = (uint32_t)port;
 	c->local_port = host_port_alloc(vs);
+	TRACE("host CONNECT %lu as %u", port, c->local_port);
 	c->state = CONN_REQUESTED;
 	c->peer_buf_alloc = 0;	/* no credit until the guest's RESPONSE says how much */
 	ctl_push(vs, c->local_port, c->peer_port, VSOCK_OP_REQUEST, 0);

@@ -74,6 +74,7 @@ struct virtio_vsock {
 	struct vsock_ctl *ctl;		/* control packets waiting for an rx buffer, a ring */
 	unsigned ctl_head, ctl_len, ctl_cap;
 	int reset_event;		/* a TRANSPORT_RESET event waits for an event-queue buffer */
+	int reset_unacked;		/* the guest has not yet handed its event buffer back: rx waits (below) */
 	uint64_t bad_packets;		/* packets from the guest that broke a rule (the connection was reset) */
 };
 

@@ -1,7 +1,6 @@
 // Tier 3: virtio-vsock (native/vmm/virtio_vsock.c) with a real Linux guest, through the guest agent
-// (native/agent/) and its client, over the VMM's Firecracker-style muxer socket: commands and files go both ways.
-// Not yet here: the agent answering again after a restore or in a fork (the first lab run got no HELLO on the
-// restored VM's socket within 90 s; to be found and fixed before the engine relies on it).
+// (native/agent/) and its client, over the VMM's Firecracker-style muxer socket: commands and files go both ways,
+// and the agent answers again after a restore and in a fork, whether a connection was open at the checkpoint or not.
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,7 +8,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { AgentClient } from '../../electron/agent/agent-client.js';
 import { Vm } from '../../electron/vmm/vm.js';
-import { bootLinux, type LinuxGuest } from './linux-guest.js';
+import { attachLinux, bootLinux } from './linux-guest.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'smol-vsock-'));
 const vms: Vm[] = [];
@@ -32,17 +31,12 @@ async function agentAt(socketPath: string): Promise<AgentClient> {
   return agent;
 }
 
-/** Starts the agent from the console shell: busybox init stays PID 1 (docs/agent.md, "In the guest"). */
-function startAgent(guest: LinuxGuest): void {
-  guest.type(`/sbin/smol-agent --listen vsock:${AGENT_PORT} </dev/null >/dev/null 2>&1 &`);
-}
 
 describe('virtio-vsock with the guest agent in a Linux guest', () => {
   it('runs commands and moves files over the muxer socket', async () => {
     const socket = path.join(work, 'booted.vsock');
     const guest = await bootLinux({ vsock: { path: socket, cid: 42 } });
     vms.push(guest.vm);
-    startAgent(guest);
     const agent = await agentAt(socket);
 
     const hi = await agent.exec(['sh', '-c', 'echo hi; echo err >&2; exit 7']);
@@ -60,6 +54,46 @@ describe('virtio-vsock with the guest agent in a Linux guest', () => {
     const sum = await agent.exec(['sha256sum', '/tmp/blob']);
     expect(sum.stdout.toString().split(' ')[0]).toBe(sha256(data));
     expect(sha256(await agent.readFile('/tmp/blob'))).toBe(sha256(data));
+  }, 600_000);
+
+  it('answers again after a restore and in a fork, with or without a connection at the checkpoint', async () => {
+    const socket = path.join(work, 'parent.vsock');
+    const guest = await bootLinux({ vsock: { path: socket, cid: 43 } });
+    vms.push(guest.vm);
+    const agent = await agentAt(socket); // busybox init started it (/etc/inittab)
+    await agent.writeFile('/tmp/state', 'at the checkpoint\n');
+    const connected = path.join(work, 'snap-connected');
+    await guest.vm.checkpoint(connected); // the connection is open: the restore resets it
+
+    const forkSocket = path.join(work, 'fork.vsock');
+    const [child] = await guest.vm.fork(1, { childVsockPaths: [forkSocket] });
+    vms.push(child!);
+    attachLinux(child!);
+    const inChild = await agentAt(forkSocket);
+    expect((await inChild.exec(['cat', '/tmp/state'])).stdout.toString()).toBe('at the checkpoint\n');
+    await inChild.writeFile('/tmp/state', 'the child wrote this\n');
+    expect((await agent.exec(['cat', '/tmp/state'])).stdout.toString()).toBe('at the checkpoint\n');
+
+    await guest.vm.kill();
+    const restoredSocket = path.join(work, 'restored.vsock');
+    const restored = await Vm.restore(connected, { vsockPath: restoredSocket });
+    vms.push(restored);
+    attachLinux(restored);
+    restored.start();
+    const inRestored = await agentAt(restoredSocket);
+    expect((await inRestored.exec(['cat', '/tmp/state'])).stdout.toString()).toBe('at the checkpoint\n');
+
+    inRestored.close(); // no connection open at this checkpoint
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const idle = path.join(work, 'snap-idle');
+    await restored.checkpoint(idle);
+    await restored.kill();
+    const again = await Vm.restore(idle, { vsockPath: path.join(work, 'again.vsock') });
+    vms.push(again);
+    attachLinux(again);
+    again.start();
+    const inAgain = await agentAt(path.join(work, 'again.vsock'));
+    expect((await inAgain.exec(['sh', '-c', 'echo $((6 * 7))'])).stdout.toString()).toBe('42\n');
   }, 600_000);
 
   it('refuses to restore a VM that had vsock without a socket for the new one, saying so', async () => {
