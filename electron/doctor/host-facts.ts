@@ -1,9 +1,9 @@
 // Everything `smol doctor` looks at, gathered once, as plain data (the report is a pure function of it).
 import { closeSync, existsSync, openSync, readdirSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import path from 'node:path';
 import { packageRoot } from '../package-root.js';
 import { findGuestAssets } from '../guest/guest-assets.js';
+import { findElectronBinary } from '../main/electron-binary.js';
 import { guestCacheDir, tinyGuestDir } from '../smol-dirs.js';
 import { loadNative, nativeModulePath, type KvmProbe } from '../vmm/native.js';
 
@@ -43,20 +43,12 @@ function listDir(dir: string, keep: (name: string) => boolean = () => true): str
 }
 
 function findElectron(): HostFacts['electron'] {
-  const require = createRequire(path.join(packageRoot, 'package.json'));
-  try {
-    require.resolve('electron');
-  } catch {
-    return { installed: false };
-  }
-  try {
-    // In plain Node the electron package exports the path of its binary, and throws when the download failed.
-    const binary: unknown = require('electron');
-    if (typeof binary !== 'string') return { installed: true, error: 'the electron package did not name a binary' };
-    return existsSync(binary) ? { installed: true, binary } : { installed: true, error: `${binary} does not exist` };
-  } catch (err) {
-    return { installed: true, error: (err as Error).message };
-  }
+  // Not require('electron'): with the binary missing, that call tries to download it from GitHub on the spot.
+  const found = findElectronBinary(packageRoot);
+  if ('binary' in found) return { installed: true, binary: found.binary };
+  return found.why === 'the electron package is not installed'
+    ? { installed: false }
+    : { installed: true, error: found.why };
 }
 
 export function gatherHostFacts(env: NodeJS.ProcessEnv = process.env): HostFacts {

@@ -27,6 +27,7 @@ import {
 import { METRICS_INTERVAL_MS, MetricsHistory, type RawSample } from './metrics.js';
 import { newId, type SnapshotStore } from './snapshot-store.js';
 import { VmHost } from './vmhost.js';
+import type { VmHostLauncher } from './vmhost-launcher.js';
 
 const BOOT_READY_MS = 120_000;
 const INIT_COMMAND_MS = 600_000;
@@ -35,6 +36,8 @@ export interface EngineOptions {
   home: string;
   version: string;
   log: (line: string) => void;
+  /** How vmhost processes start (vmhost-launcher.ts): a Node child unless the app injects a utilityProcess one. */
+  launchVmHost?: VmHostLauncher;
 }
 
 const KIND_STEMS: Record<SnapshotKind, string> = {
@@ -248,7 +251,7 @@ export class EngineCore {
     if (existing?.alive) return existing;
     // An operation queued behind a delete must not bring a deleted episode's vmhost back.
     if (this.episodes.get(episode.id) !== episode) throw new ApiFailure(404, `episode ${episode.id} was deleted`);
-    const host = new VmHost(episode.id);
+    const host = new VmHost(episode.id, this.options.launchVmHost);
     this.#hosts.set(episode.id, host);
     const failed = (what: string) => (error: unknown) =>
       this.options.log(`engine: handling ${what} failed: ${(error as Error).message}`);

@@ -8,6 +8,7 @@ import { startApiServer } from './api-server.js';
 import { Engine } from './engine.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { enginePaths } from './engine-paths.js';
+import type { VmHostLauncher } from './vmhost-launcher.js';
 
 /**
  * Whether `pid` is a live process. A zombie counts as gone: an engine killed with SIGKILL stays one until its
@@ -112,7 +113,11 @@ function describe(reason: unknown): string {
 }
 
 /** Runs the engine until SIGTERM/SIGINT/SIGHUP or an API shutdown; resolves when it has suspended everything. */
-export async function runEngine(options: { home: string; version: string }): Promise<number> {
+export async function runEngine(options: {
+  home: string;
+  version: string;
+  launchVmHost?: VmHostLauncher;
+}): Promise<number> {
   const paths = enginePaths(options.home);
   mkdirSync(paths.home, { recursive: true, mode: 0o700 });
   const log = (line: string) => {
@@ -132,7 +137,7 @@ export async function runEngine(options: { home: string; version: string }): Pro
   }
   let engine: Engine;
   try {
-    engine = await Engine.open({ home: paths.home, version: options.version, log });
+    engine = await Engine.open({ home: paths.home, version: options.version, log, launchVmHost: options.launchVmHost });
   } catch (error) {
     lock.release();
     throw error;

@@ -2,7 +2,10 @@
 // "Processes"). It does what the engine asks and reports console output and exits; it keeps no state of its own
 // beyond the live VMs, so when it dies the engine loses only those VMs, never a snapshot.
 import { Vm } from '../vmm/vm.js';
-import type { HostMessageIn, HostMessageOut, HostRequest } from './vmhost-protocol.js';
+import { engineChannel } from './vmhost-parent.js';
+import type { HostMessageOut, HostRequest } from './vmhost-protocol.js';
+
+const engine = engineChannel();
 
 const vms = new Map<string, Vm>();
 /** Console input the VMM's queue had no room for yet, per VM; retried until it is taken or the VM ends. */
@@ -41,7 +44,7 @@ function writeInput(id: string, data: Buffer): number {
 }
 
 function send(message: HostMessageOut): void {
-  process.send?.(message);
+  engine.send(message);
 }
 
 function adopt(id: string, vm: Vm): void {
@@ -114,7 +117,7 @@ async function handle(request: HostRequest, seq: number): Promise<unknown> {
 process.on('SIGINT', () => undefined);
 process.on('SIGHUP', () => undefined);
 
-process.on('message', (message: HostMessageIn) => {
+engine.onMessage((message) => {
   const { seq, ...request } = message;
   handle(request as HostRequest, seq).then(
     (result) => send({ kind: 'reply', seq, ok: true, result }),
@@ -124,7 +127,7 @@ process.on('message', (message: HostMessageIn) => {
 });
 
 // The engine going away ends the vmhost: its VMs cannot outlive the process that can snapshot them.
-process.on('disconnect', () => {
+engine.onGone(() => {
   void Promise.allSettled([...vms.values()].map((vm) => vm.kill())).then(() => process.exit(0));
 });
 

@@ -1,10 +1,8 @@
 // The engine's side of a vmhost process: requests with replies, and the VMs' console output and exits as events.
 // When the process dies, every pending request fails and `died` says how (docs/engine.md, "Processes").
-import { fork, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import path from 'node:path';
-import { packageRoot } from '../package-root.js';
 import type { VmExit } from '../vmm/vm.js';
+import { forkVmHost, type VmHostLauncher, type VmHostProcess } from './vmhost-launcher.js';
 import type { HostMessageOut, HostRequest, HostResults } from './vmhost-protocol.js';
 
 interface VmHostEvents {
@@ -20,10 +18,8 @@ interface Pending {
   onProgress?: (done: number, total: number) => void;
 }
 
-const MAIN = path.join(packageRoot, 'dist', 'electron', 'engine', 'vmhost-main.js');
-
 export class VmHost extends EventEmitter<VmHostEvents> {
-  readonly #child: ChildProcess;
+  readonly #child: VmHostProcess;
   readonly #pending = new Map<number, Pending>();
   readonly ready: Promise<void>;
   #seq = 0;
@@ -31,13 +27,12 @@ export class VmHost extends EventEmitter<VmHostEvents> {
   #dead: string | null = null;
   #disconnected = false;
 
-  constructor(readonly label: string) {
+  constructor(
+    readonly label: string,
+    launch: VmHostLauncher = forkVmHost,
+  ) {
     super();
-    this.#child = fork(MAIN, [], {
-      serialization: 'advanced',
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      env: { ...process.env, SMOL_VMHOST: label },
-    });
+    this.#child = launch(label);
     this.ready = new Promise((resolve, reject) => {
       this.#child.once('message', () => resolve());
       this.#child.once('exit', () => reject(new Error(`the vmhost for ${label} ended before it was ready`)));

@@ -1,4 +1,5 @@
-// Web mode's entry: the engine that served this page is the one to talk to, with the page's token.
+// The UI's entry. In the desktop app the preload bridge is there and carries the API (electron-transport.ts); in web
+// mode the engine that served this page is the one to talk to, with the page's token.
 import '@xterm/xterm/css/xterm.css';
 import '@xyflow/react/dist/style.css';
 import './styles.css';
@@ -9,15 +10,21 @@ import { AppContext } from './app-context.js';
 import { connectStore, createAppStore } from './store/app-store.js';
 import { MetricsStore } from './store/metrics.js';
 import { Operations } from './store/operations.js';
+import { installDesktop } from './desktop.js';
+import { ElectronTransport, smolBridge } from './transport/electron-transport.js';
 import { takePageToken } from './transport/page-token.js';
+import type { Transport } from './transport/transport.js';
 import { WebTransport } from './transport/web-transport.js';
 
-const token = takePageToken(window.location, window.history, window.sessionStorage);
-const transport = new WebTransport(window.location.origin, token);
+const bridge = smolBridge(window);
+const transport: Transport = bridge
+  ? new ElectronTransport(bridge)
+  : new WebTransport(window.location.origin, takePageToken(window.location, window.history, window.sessionStorage));
 const store = createAppStore();
 const operations = new Operations(store, transport);
 const metrics = new MetricsStore(transport);
 connectStore(store, transport, requestAnimationFrame, metrics);
+if (bridge) installDesktop({ store, operations, transport, metrics }, bridge);
 
 createRoot(document.getElementById('root')!).render(
   <StrictMode>
