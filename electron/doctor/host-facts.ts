@@ -1,6 +1,5 @@
 // Everything `smol doctor` looks at, gathered once, as plain data (the report is a pure function of it).
 import { closeSync, existsSync, openSync, readdirSync } from 'node:fs';
-import path from 'node:path';
 import { packageRoot } from '../package-root.js';
 import { findGuestAssets } from '../guest/guest-assets.js';
 import { findElectronBinary } from '../main/electron-binary.js';

@@ -31,7 +31,6 @@ async function agentAt(socketPath: string): Promise<AgentClient> {
   return agent;
 }
 
-
 describe('virtio-vsock with the guest agent in a Linux guest', () => {
   it('runs commands and moves files over the muxer socket', async () => {
     const socket = path.join(work, 'booted.vsock');
