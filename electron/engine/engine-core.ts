@@ -124,7 +124,15 @@ export class EngineCore {
     return episode;
   }
 
-  protected episodeView(episode: EpisodeRecord): Episode {
+  /** `totals`: the store's episodeTotals(), when viewing many episodes at once. */
+  protected episodeView(
+    episode: EpisodeRecord,
+    totals?: ReadonlyMap<string, { count: number; diskBytes: number }>,
+  ): Episode {
+    if (totals) {
+      const total = totals.get(episode.id);
+      return episodeView(episode, total?.count ?? 0, total?.diskBytes ?? 0);
+    }
     const count = this.store.list(episode.id).length;
     return episodeView(episode, count, this.store.episodeDiskBytes(episode.id));
   }

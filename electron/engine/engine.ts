@@ -89,7 +89,8 @@ export class Engine extends EngineCore implements EngineApi {
   }
 
   listEpisodes(): Episode[] {
-    return [...this.episodes.values()].map((ep) => this.episodeView(ep));
+    const totals = this.store.episodeTotals();
+    return [...this.episodes.values()].map((ep) => this.episodeView(ep, totals));
   }
 
   getEpisode(ref: string): Episode {

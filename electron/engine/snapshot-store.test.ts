@@ -125,6 +125,23 @@ describe('publishing and listing snapshots', () => {
     expect(new Set(taken.map((s) => s.created)).size).toBe(5);
   });
 
+  it('the episode list’s totals, taken for all episodes at once, match each episode’s own count and disk use', async () => {
+    const a1 = await checkpoint();
+    await checkpoint({ parent: a1.id });
+    const doomed = await checkpoint({ parent: a1.id });
+    await checkpoint({ episode: EP_B });
+    await store.delete(doomed.id);
+    const totals = store.episodeTotals();
+    for (const episode of [EP_A, EP_B]) {
+      expect(totals.get(episode)).toEqual({
+        count: store.list(episode).length,
+        diskBytes: store.episodeDiskBytes(episode),
+      });
+    }
+    expect(totals.get(EP_A)!.count).toBe(2);
+    expect(totals.get(EP_B)!.count).toBe(1);
+  });
+
   it('snapshots and their timeline order survive an engine restart', async () => {
     const a = await checkpoint({ name: 'a' });
     const b = await checkpoint({ name: 'b', parent: a.id, layerParent: a.id });

@@ -230,6 +230,22 @@ export class SnapshotStore {
     return total;
   }
 
+  /**
+   * For every episode at once, in one pass: its living snapshots and episodeDiskBytes(). Listing 1,000 episodes
+   * asks this once instead of going through every snapshot twice per episode.
+   */
+  episodeTotals(): Map<string, { count: number; diskBytes: number }> {
+    const totals = new Map<string, { count: number; diskBytes: number }>();
+    for (const { manifest, diskBytes } of this.#entries.values()) {
+      if (manifest.episode === null) continue;
+      let total = totals.get(manifest.episode);
+      if (!total) totals.set(manifest.episode, (total = { count: 0, diskBytes: 0 }));
+      if (!manifest.deleted) total.count++;
+      total.diskBytes += diskBytes;
+    }
+    return totals;
+  }
+
   // ---- episode records: SMOL_HOME/episodes/<ep-id>.json ----
 
   /** Writes the record atomically; of concurrent saves of one episode, the last call wins. */
