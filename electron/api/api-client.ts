@@ -2,8 +2,27 @@
 // token: what the CLI and the SDK speak through. An error the engine answers becomes an ApiClientError with its
 // HTTP status; a connection that fails (no engine) rejects with the socket's own error.
 import http from 'node:http';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import WebSocket, { type RawData } from 'ws';
-import { API_PREFIX, type EngineEvent } from './schema.js';
+import { API_PREFIX, type EngineEvent, type ExecRequest, type ExecResult } from './schema.js';
+
+/** How a command in the guest ended. */
+export type ExecExit = Pick<ExecResult, 'exitCode' | 'signal' | 'timedOut'>;
+
+export interface ExecStreamOptions {
+  onStdout(chunk: Buffer): void;
+  onStderr(chunk: Buffer): void;
+  /** The command's stdin; without it, it reads /dev/null. */
+  stdin?: AsyncIterable<Uint8Array> | Readable;
+}
+
+export interface ExecStream {
+  /** Resolves with how it ended, once all its output arrived; rejects with what went wrong (an unknown program). */
+  exit: Promise<ExecExit>;
+  /** Signals the command's process group. */
+  signal(signal: NodeJS.Signals): void;
+}
 
 export type ApiTarget = { socketPath: string } | { url: string; token: string };
 
@@ -96,6 +115,92 @@ export class ApiClient {
       req.on('error', reject);
       req.end(payload);
     });
+  }
+
+  /** A request with a raw body (or none) whose response is streamed: guest files (docs/engine.md). */
+  #raw(method: string, path: string, body?: AsyncIterable<Uint8Array> | Uint8Array): Promise<http.IncomingMessage> {
+    const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/octet-stream' };
+    if (body instanceof Uint8Array) headers['content-length'] = body.length;
+    return new Promise<http.IncomingMessage>((resolve, reject) => {
+      const answered = (res: http.IncomingMessage) => {
+        const status = res.statusCode ?? 0;
+        if (status < 400) return resolve(res);
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => reject(new ApiClientError(status, errorMessage(status, Buffer.concat(chunks).toString()))));
+        res.on('error', reject);
+      };
+      const req =
+        'socketPath' in this.target
+          ? http.request({ socketPath: this.target.socketPath, path, method, headers, agent: false }, answered)
+          : http.request(
+              new URL(path, this.target.url),
+              { method, headers: { ...headers, authorization: `Bearer ${this.target.token}` }, agent: false },
+              answered,
+            );
+      req.on('error', reject);
+      if (body === undefined || body instanceof Uint8Array) req.end(body);
+      // A body the engine stopped reading (it answered an error first) is not an error of ours: the answer says why.
+      else pipeline(Readable.from(body), req).catch(() => undefined);
+    });
+  }
+
+  /** A guest file's bytes as a stream (the engine's GET /vms/:vm/files). */
+  openFile(vmRef: string, path: string): Promise<http.IncomingMessage> {
+    return this.#raw('GET', `${API_PREFIX}/vms/${encodeURIComponent(vmRef)}/files?path=${encodeURIComponent(path)}`);
+  }
+
+  /** Writes a guest file from bytes or a stream; the old file stays until all of it arrived. */
+  async writeFile(
+    vmRef: string,
+    path: string,
+    data: Uint8Array | AsyncIterable<Uint8Array>,
+    options: { mode?: number } = {},
+  ): Promise<{ bytes: number }> {
+    const mode = options.mode === undefined ? '' : `&mode=${options.mode.toString(8).padStart(4, '0')}`;
+    const where = `${API_PREFIX}/vms/${encodeURIComponent(vmRef)}/files?path=${encodeURIComponent(path)}${mode}`;
+    const res = await this.#raw('PUT', where, data);
+    const chunks: Buffer[] = [];
+    for await (const chunk of res) chunks.push(chunk as Buffer);
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as { bytes: number };
+  }
+
+  /** A command in the guest with streamed output (and input): the exec WebSocket (routes.ts, `execStream`). */
+  exec(vmRef: string, request: Omit<ExecRequest, 'stdin'>, options: ExecStreamOptions): ExecStream {
+    const ws = this.#webSocket(`${API_PREFIX}/vms/${encodeURIComponent(vmRef)}/exec`);
+    let settle!: { resolve: (exit: ExecExit) => void; reject: (error: Error) => void };
+    const exit = new Promise<ExecExit>((resolve, reject) => (settle = { resolve, reject }));
+    let ended = false;
+    const stream = this.#ending(ws, (why) => {
+      if (!ended) settle.reject(new ApiClientError(0, why.replace(/^refused \(\d+\): /, '')));
+    });
+    const pumpStdin = async (source: AsyncIterable<Uint8Array>) => {
+      for await (const chunk of source) {
+        if (ws.readyState !== WebSocket.OPEN) return;
+        ws.send(chunk, { binary: true });
+      }
+      if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'eof' }));
+    };
+    ws.on('open', () => ws.send(JSON.stringify({ ...request, ...(options.stdin && { stdin: true }) })));
+    ws.on('message', (data, isBinary) => {
+      const bytes = toBuffer(data);
+      if (isBinary) return (bytes[0] === 2 ? options.onStderr : options.onStdout)(bytes.subarray(1));
+      const message = JSON.parse(bytes.toString('utf8')) as ExecExit & { type: string; message?: string };
+      if (message.type === 'started' && options.stdin) void pumpStdin(options.stdin).catch(() => undefined);
+      else if (message.type === 'exit') {
+        ended = true;
+        settle.resolve({ exitCode: message.exitCode, signal: message.signal, timedOut: message.timedOut });
+        stream.close();
+      } else if (message.type === 'error') {
+        ended = true;
+        settle.reject(new ApiClientError(400, message.message ?? 'exec failed'));
+        stream.close();
+      }
+    });
+    return {
+      exit,
+      signal: (signal) => ws.readyState === WebSocket.OPEN && ws.send(JSON.stringify({ type: 'signal', signal })),
+    };
   }
 
   /** Every engine event from now on, in order. */

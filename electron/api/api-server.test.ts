@@ -21,7 +21,7 @@ const now = '2025-01-01T00:00:00.000Z';
 
 const vm = (id: string, name: string): s.Vm => ({
   ...{ id, name, episode: EP, state: 'running', snapshot: SN, parentVm: null, created: now, runningSince: now },
-  ...{ exit: null, cpus: 1, memoryMiB: 256 },
+  ...{ exit: null, cpus: 1, memoryMiB: 256, agent: 'none' as const },
 });
 const snapshot = (id = SN): s.Snapshot => ({
   ...{ id, episode: EP, parent: null, layerParent: null, vm: VM, kind: 'manual', name: 'one', note: '' },
@@ -75,6 +75,19 @@ function fakeEngine() {
       return { guestBytes: 1, residentBytes: 1, privateBytes: 1, sharedBytes: 0 };
     },
     metrics: (ref) => ({ vm: getVm(ref).id, intervalMs: 2000, samples: [] }),
+    exec: async (ref, request) => {
+      getVm(ref);
+      return { exitCode: 0, signal: null, timedOut: false, stdout: request.argv.join(' '), stderr: '' };
+    },
+    spawn: async () => {
+      throw new ApiFailure(409, 'no agent here');
+    },
+    readFile: async () => {
+      throw new ApiFailure(409, 'no agent here');
+    },
+    writeFile: async () => {
+      throw new ApiFailure(409, 'no agent here');
+    },
     logs: (_ref, tail) => ({ text: tail ? `last ${tail}` : 'all', truncated: false }),
     screen: () => ({ text: '$ ', serialized: '$ ' }),
     recording: () => '{"version":2,"width":80,"height":24}\n[0.1,"o","hi"]\n',
@@ -164,6 +177,7 @@ describe('API transport', () => {
       restore: { snapshot: SN },
       writeConsole: { data: 'ls\n' },
       updateSnapshot: { note: 'kept' },
+      exec: { argv: ['echo', 'hi'] },
     };
     for (const route of ROUTES) {
       const url = route.path.replace(/:(\w+)/g, (_, name: keyof typeof params) => params[name]);

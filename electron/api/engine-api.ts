@@ -6,6 +6,8 @@ import type {
   CreateEpisodeResponse,
   EngineEvent,
   Episode,
+  ExecRequest,
+  ExecResult,
   ForkResponse,
   GcResult,
   Health,
@@ -49,6 +51,31 @@ export interface ConsoleAttachment {
   detach(): void;
 }
 
+/** How a process in the guest ended. */
+export type GuestExit = Pick<ExecResult, 'exitCode' | 'signal' | 'timedOut'>;
+
+/** A process started in a guest through its agent, with streamed output (the exec WebSocket). */
+export interface GuestProcess {
+  /** Resolves when it ended and all its output was delivered. */
+  readonly exit: Promise<GuestExit>;
+  /** Signals its process group. */
+  kill(signal: NodeJS.Signals): Promise<void>;
+}
+
+export interface GuestProcessIo {
+  stdout(chunk: Buffer): void;
+  stderr(chunk: Buffer): void;
+  /** Its stdin; without it the process reads /dev/null. */
+  stdin?: AsyncIterable<Uint8Array>;
+}
+
+/** A file read from a guest: its size when opened and its bytes. */
+export interface GuestFile {
+  size: number;
+  mode: number;
+  stream: AsyncIterable<Buffer>;
+}
+
 export interface EngineApi {
   health(): Health;
   listEpisodes(): Episode[];
@@ -76,6 +103,13 @@ export interface EngineApi {
   recording(vmRef: string): string;
   writeConsole(vmRef: string, data: string): void;
   attachConsole(vmRef: string, viewer: ConsoleViewer): ConsoleAttachment;
+  /** Runs a command in the guest through its agent and collects its output (docs/agent.md). */
+  exec(vmRef: string, request: ExecRequest): Promise<ExecResult>;
+  /** Starts a command in the guest with streamed output and input. */
+  spawn(vmRef: string, request: Omit<ExecRequest, 'stdin'>, io: GuestProcessIo): Promise<GuestProcess>;
+  readFile(vmRef: string, path: string): Promise<GuestFile>;
+  /** Writes a file in the guest; it replaces the old one only once all of it arrived. */
+  writeFile(vmRef: string, path: string, data: AsyncIterable<Uint8Array>, mode?: number): Promise<{ bytes: number }>;
   listSnapshots(episodeRef: string): Snapshot[];
   getSnapshot(ref: string): Snapshot;
   updateSnapshot(ref: string, request: UpdateSnapshotRequest): Promise<Snapshot>;

@@ -255,6 +255,17 @@ export const ROUTES: readonly Route[] = [
     handler: (api, p, body) => api.writeConsole(p.vm, body.data),
   }),
   route({
+    method: 'POST',
+    path: `${vms}/:vm/exec`,
+    operation: 'exec',
+    summary:
+      'Run a command in the guest through its agent and wait for it: exit status and collected output (the exec ' +
+      'WebSocket streams instead)',
+    request: s.ExecRequest,
+    response: s.ExecResult,
+    handler: (api, p, body) => api.exec(p.vm, body),
+  }),
+  route({
     method: 'GET',
     path: `${snapshots}/:snapshot`,
     operation: 'getSnapshot',
@@ -341,7 +352,19 @@ export const WEBSOCKET_ROUTES = [
       'messages ({"type":"screen","reason":"resync"} again after falling 4 MiB behind), and {"type":"closed",' +
       '"reason"} when the VM ends. Binary or text messages from the client are typed into the console.',
   },
+  {
+    path: `${vms}/:vm/exec`,
+    operation: 'execStream',
+    summary:
+      'A command in the guest, streamed: the client sends an ExecRequest (without stdin) as its first text message; ' +
+      'the server answers {"type":"started"}, then output as binary messages whose first byte is 1 (stdout) or 2 ' +
+      '(stderr), and {"type":"exit","exitCode","signal","timedOut"} before it closes. From the client: binary ' +
+      'messages are stdin, {"type":"eof"} ends it, {"type":"signal","signal":"SIGINT"} signals the process.',
+  },
 ] as const;
+
+/** GET streams a guest file (application/octet-stream); PUT writes the request body to it (docs/engine.md). */
+export const FILE_ROUTE = { path: `${vms}/:vm/files`, operation: 'files' } as const;
 
 /** The pattern's parameters when `pathname` matches it, else null. */
 export function matchPath(pattern: string, pathname: string): Partial<Record<string, string>> | null {

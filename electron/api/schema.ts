@@ -28,6 +28,8 @@ export const VmState = z.enum(['creating', 'running', 'paused', 'suspended', 'st
 export const EpisodeState = z.enum(['creating', 'running', 'paused', 'suspended', 'crashed', 'stopped', 'empty']);
 export const SnapshotKind = z.enum(['base', 'manual', 'auto', 'fork', 'restore-point', 'suspend']);
 
+export const AgentState = z.enum(['none', 'connecting', 'ready', 'unreachable']);
+
 export const VmExit = z
   .object({
     reason: z.string().describe('poweroff, reset, shutdown (triple fault), panic, killed, error, crashed'),
@@ -52,6 +54,11 @@ export const Vm = z
     exit: VmExit.nullable(),
     cpus: z.number().int(),
     memoryMiB: z.number().int(),
+    /**
+     * The guest agent (docs/agent.md): `none` for a bare kernel, `connecting` until it answers after a boot, restore
+     * or fork, `ready`, or `unreachable` when it did not answer in time.
+     */
+    agent: AgentState,
   })
   .meta({ id: 'Vm' });
 
@@ -127,6 +134,49 @@ export const ConsoleInputRequest = z
   })
   .strict()
   .meta({ id: 'ConsoleInputRequest' });
+
+export const ExecRequest = z
+  .object({
+    argv: z
+      .array(z.string().max(1 << 16))
+      .min(1)
+      .max(4096)
+      .describe('the program and its arguments (no shell)'),
+    env: z.record(z.string().regex(/^[^=\0]+$/, 'a name without "=" or NUL'), z.string()).optional(),
+    cwd: z.string().min(1).max(4096).optional(),
+    /** UTF-8 text for the process's stdin (it reads /dev/null without it). */
+    stdin: z
+      .string()
+      .max(1 << 20)
+      .optional(),
+    /** The agent kills the process group after this long. */
+    timeoutMs: z.number().int().min(1).max(86_400_000).optional(),
+  })
+  .strict()
+  .meta({ id: 'ExecRequest' });
+
+export const ExecResult = z
+  .object({
+    /** The exit status, or null when a signal ended the process. */
+    exitCode: z.number().int().nullable(),
+    signal: z.string().nullable(),
+    timedOut: z.boolean(),
+    /** stdout and stderr as UTF-8 text (at most 16 MiB each; stream over the exec WebSocket for more). */
+    stdout: z.string(),
+    stderr: z.string(),
+  })
+  .meta({ id: 'ExecResult' });
+
+export const FileQuery = z
+  .object({
+    path: z.string().min(1).max(4096).describe('an absolute path in the guest'),
+    mode: z
+      .string()
+      .regex(/^0?[0-7]{3,4}$/, 'octal, like 0644')
+      .optional()
+      .describe('PUT: the new file’s mode (default 0644)'),
+  })
+  .strict();
 
 export const UpdateSnapshotRequest = z
   .object({ name: Name.optional(), note: Note.optional() })
@@ -246,6 +296,9 @@ export type Vm = z.infer<typeof Vm>;
 export type Episode = z.infer<typeof Episode>;
 export type Snapshot = z.infer<typeof Snapshot>;
 export type CreateEpisodeRequest = z.infer<typeof CreateEpisodeRequest>;
+export type AgentState = z.infer<typeof AgentState>;
+export type ExecRequest = z.infer<typeof ExecRequest>;
+export type ExecResult = z.infer<typeof ExecResult>;
 export type CheckpointRequest = z.infer<typeof CheckpointRequest>;
 export type ForkRequest = z.infer<typeof ForkRequest>;
 export type RestoreRequest = z.infer<typeof RestoreRequest>;

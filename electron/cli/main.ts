@@ -66,6 +66,14 @@ const COMMANDS: Record<string, { summary: string; run: () => Promise<Run> }> = {
     summary: "put a VM back on its Smolfile's base snapshot",
     run: async () => (await import('./episode-commands.js')).runReset,
   },
+  exec: {
+    summary: "run a command in a VM's guest, relaying its output and exit status",
+    run: async () => (await import('./exec-commands.js')).runExec,
+  },
+  run: {
+    summary: 'run a command in a fresh episode from a Smolfile, then delete it',
+    run: async () => (await import('./exec-commands.js')).runRun,
+  },
   rm: { summary: 'remove VMs or episodes', run: async () => (await import('./episode-commands.js')).runRm },
   serve: {
     summary: 'open the engine API on a TCP port with a token (prints the URL)',

@@ -3,6 +3,7 @@
 // the schemas say what is valid, and the EngineApi does the work.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { chmodSync, lstatSync, mkdtempSync, renameSync, rmSync, unlinkSync } from 'node:fs';
+import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -11,9 +12,9 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { z } from 'zod';
 import { ApiFailure, type EngineApi } from '../api/engine-api.js';
 import { parseInput } from '../api/request-errors.js';
-import { ROUTES, WEBSOCKET_ROUTES, matchPath, type Params, type Route } from '../api/routes.js';
-import { API_PREFIX, Ref } from '../api/schema.js';
-import { rejectUpgrade, streamConsole, streamEvents } from './api-websockets.js';
+import { FILE_ROUTE, ROUTES, WEBSOCKET_ROUTES, matchPath, type Params, type Route } from '../api/routes.js';
+import { API_PREFIX, FileQuery, Ref } from '../api/schema.js';
+import { rejectUpgrade, streamConsole, streamEvents, streamExec } from './api-websockets.js';
 import { StaticFailure, resolveStatic, sendStatic } from './static-files.js';
 
 export interface ApiServerOptions {
@@ -48,7 +49,7 @@ const MAX_DRAIN = 64 << 20;
 const JSON_TYPE = 'application/json; charset=utf-8';
 /** What a route without a body or query accepts: nothing (or `{}`). */
 const Nothing = z.object({}).strict();
-const [EVENTS, CONSOLE] = WEBSOCKET_ROUTES.map((ws) => ws.path) as [string, string];
+const [EVENTS, CONSOLE, EXEC] = WEBSOCKET_ROUTES.map((ws) => ws.path) as [string, string, string];
 
 class HttpError extends Error {
   constructor(
@@ -211,6 +212,35 @@ function serveUi(root: string, gate: Gate | null, url: URL, req: http.IncomingMe
   sendStatic(req, res, found, gate && url.searchParams.has('token') ? { 'set-cookie': cookie } : {});
 }
 
+/**
+ * A guest file: GET streams it (application/octet-stream, its size as content-length for a regular file), PUT
+ * writes the request body to it, any size, through the agent's flow control; the old file stays until all arrived.
+ */
+async function serveFile(api: EngineApi, vm: string, url: URL, req: http.IncomingMessage, res: http.ServerResponse) {
+  const query = checked(FileQuery, Object.fromEntries([...url.searchParams].filter(([n]) => n !== 'token')), 'query');
+  if (!query.path.startsWith('/')) throw new HttpError(400, `query.path: ${query.path} is not an absolute path`);
+  if (req.method === 'GET') {
+    const file = await api.readFile(vm, query.path);
+    const length = file.size > 0 ? { 'content-length': file.size } : {};
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'x-file-mode': file.mode.toString(8), ...length });
+    try {
+      for await (const chunk of file.stream) if (!res.write(chunk)) await once(res, 'drain');
+      res.end();
+    } catch {
+      res.destroy(); // the headers went out: a cut connection is how a failed transfer shows
+    }
+    return;
+  }
+  if (req.method === 'PUT') {
+    const mode = query.mode === undefined ? undefined : parseInt(query.mode, 8);
+    const written = await api.writeFile(vm, query.path, req, mode);
+    return send(res, 200, written, JSON_TYPE);
+  }
+  throw new HttpError(405, `${req.method} is not allowed on ${url.pathname} (allowed: GET, PUT)`, {
+    allow: 'GET, PUT',
+  });
+}
+
 async function serve(
   api: EngineApi,
   gate: Gate | null,
@@ -223,6 +253,8 @@ async function serve(
     const refused = refusal(gate, req, url);
     if (refused) throw refused;
     if (staticRoot && !isApiPath(url.pathname)) return serveUi(staticRoot, gate, url, req, res);
+    const fileParams = matchPath(FILE_ROUTE.path, url.pathname);
+    if (fileParams) return await serveFile(api, validParams(fileParams).vm, url, req, res);
     const { route, raw } = findRoute(req.method ?? 'GET', url.pathname);
     const params = validParams(raw);
     const query = Object.fromEntries([...url.searchParams].filter(([name]) => name !== 'token'));
@@ -258,11 +290,12 @@ function upgrade(api: EngineApi, gate: Gate | null, wss: WebSocketServer, { req,
     const refused = refusal(gate, req, url);
     if (refused) throw refused;
     if (matchPath(EVENTS, url.pathname)) return accept((ws) => streamEvents(api, ws));
-    const params = matchPath(CONSOLE, url.pathname);
+    const execParams = matchPath(EXEC, url.pathname);
+    const params = execParams ?? matchPath(CONSOLE, url.pathname);
     if (!params) throw new HttpError(404, `no WebSocket at ${url.pathname}`);
     const { vm } = validParams(params);
     api.getVm(vm); // an unknown VM is a 404 before upgrading
-    accept((ws) => streamConsole(api, vm, ws));
+    accept((ws) => (execParams ? streamExec(api, vm, ws) : streamConsole(api, vm, ws)));
   } catch (error) {
     const failure =
       error instanceof URIError ? new HttpError(400, 'path: malformed percent-encoding') : asHttpError(error);

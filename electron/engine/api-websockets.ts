@@ -3,7 +3,10 @@
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { RawData, WebSocket } from 'ws';
-import type { ConsoleAttachment, EngineApi } from '../api/engine-api.js';
+import { z } from 'zod';
+import type { ConsoleAttachment, EngineApi, GuestProcess } from '../api/engine-api.js';
+import { parseInput } from '../api/request-errors.js';
+import { ExecRequest } from '../api/schema.js';
 
 /** An events viewer this far behind is cut off rather than buffered without end. */
 const MAX_EVENT_BACKLOG = 64 << 20;
@@ -63,5 +66,99 @@ export function streamConsole(api: EngineApi, vmRef: string, ws: WebSocket): voi
   });
   ws.on('close', () => {
     if (!ended) attachment.detach();
+  });
+}
+
+/** Stdin from a WebSocket, as the agent's input stream: chunks as they come, until `end`. */
+class InputQueue implements AsyncIterable<Uint8Array> {
+  readonly #chunks: Uint8Array[] = [];
+  #ended = false;
+  #wake: (() => void) | null = null;
+
+  push(chunk: Uint8Array): void {
+    if (this.#ended) return;
+    this.#chunks.push(chunk);
+    this.#wake?.();
+  }
+
+  end(): void {
+    this.#ended = true;
+    this.#wake?.();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
+    for (;;) {
+      const chunk = this.#chunks.shift();
+      if (chunk) yield chunk;
+      else if (this.#ended) return;
+      else await new Promise<void>((resolve) => (this.#wake = resolve));
+    }
+  }
+}
+
+const ExecControl = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('eof') }),
+  z.object({ type: z.literal('signal'), signal: z.string().regex(/^SIG[A-Z0-9]+$/, 'a signal name like SIGINT') }),
+]);
+
+/**
+ * A command in the guest, streamed (routes.ts, `execStream`): the first text message is the ExecRequest; output
+ * goes out as binary messages tagged 1 (stdout) or 2 (stderr); the client's binary messages are stdin.
+ */
+export function streamExec(api: EngineApi, vmRef: string, ws: WebSocket): void {
+  const sendJson = (message: object) => ws.readyState === ws.OPEN && ws.send(JSON.stringify(message));
+  const fail = (message: string) => {
+    sendJson({ type: 'error', message });
+    ws.close(1000);
+  };
+  const tagged = (tag: number) => (chunk: Buffer) =>
+    ws.readyState === ws.OPEN && ws.send(Buffer.concat([Buffer.from([tag]), chunk]), { binary: true });
+  const stdin = new InputQueue();
+  let process: GuestProcess | null = null;
+  let requested = false;
+  ws.on('message', (data, isBinary) => {
+    if (!requested) {
+      requested = true;
+      let request;
+      try {
+        request = JSON.parse(toBuffer(data).toString('utf8')) as unknown;
+      } catch (error) {
+        return fail(`the first message must be an ExecRequest in JSON: ${messageOf(error)}`);
+      }
+      const { stdin: wantsStdin, ...rest } = (request ?? {}) as { stdin?: unknown };
+      const parsed = parseInput(ExecRequest, rest, 'request');
+      if (!parsed.ok) return fail(parsed.message);
+      api
+        .spawn(vmRef, parsed.value, {
+          stdout: tagged(1),
+          stderr: tagged(2),
+          ...(wantsStdin === true && { stdin }),
+        })
+        .then((started) => {
+          process = started;
+          sendJson({ type: 'started' });
+          return started.exit;
+        })
+        .then((exit) => {
+          sendJson({ type: 'exit', ...exit });
+          ws.close(1000);
+        })
+        .catch((error: unknown) => fail(messageOf(error)));
+      return;
+    }
+    if (isBinary) return stdin.push(toBuffer(data));
+    let control;
+    try {
+      control = ExecControl.parse(JSON.parse(toBuffer(data).toString('utf8')));
+    } catch {
+      return sendJson({ type: 'error', message: 'expected {"type":"eof"} or {"type":"signal","signal":"SIGINT"}' });
+    }
+    if (control.type === 'eof') stdin.end();
+    else process?.kill(control.signal as NodeJS.Signals).catch((error: unknown) => fail(messageOf(error)));
+  });
+  // A client that leaves takes its process with it, as a closed terminal would.
+  ws.on('close', () => {
+    stdin.end();
+    process?.kill('SIGHUP').catch(() => undefined);
   });
 }

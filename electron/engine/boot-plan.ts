@@ -13,6 +13,8 @@ export interface BootPlan {
   baseKey: string | null;
   /** Shell commands that bake the base, run on the console after the guest is ready. */
   init: string[];
+  /** The guest has the agent (an image): the VM gets a vsock device for it. */
+  agent: boolean;
 }
 
 /** A file's identity for the base key: path, size and modification time (the guest assets' names carry hashes). */
@@ -27,7 +29,7 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
     // parseSmolfile guarantees a kernel when there is no image.
     const options: VmOptions = { kernel: smolfile.kernel!, cmdline: smolfile.cmdline, ...common };
     if (smolfile.initrd) options.initrd = smolfile.initrd;
-    return { options, baseKey: null, init: [] };
+    return { options, baseKey: null, init: [], agent: false };
   }
   if (smolfile.image.kind !== 'builtin') {
     throw new ApiFailure(
@@ -50,7 +52,7 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
   const baseKey = createHash('sha256')
     .update(
       JSON.stringify({
-        format: 1,
+        format: 2, // 2: the VM has a vsock device for the agent
         kernel: fileStamp(kernel),
         initrd: fileStamp(assets.initramfs),
         cmdline,
@@ -60,7 +62,7 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
     )
     .digest('hex')
     .slice(0, 32);
-  return { options, baseKey, init };
+  return { options, baseKey, init, agent: true };
 }
 
 const quote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;

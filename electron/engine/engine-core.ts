@@ -1,6 +1,8 @@
 // The engine's machinery under its API (engine.ts): records and their persistence, one vmhost per episode, console
 // hubs, per-VM locks, events, and the primitive moves of a VM (boot, restore, checkpoint, suspend, kill, reset).
+import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { AgentClient } from '../agent/agent-client.js';
 import { ApiFailure } from '../api/engine-api.js';
 import type {
   CheckpointRequest,
@@ -31,6 +33,11 @@ import type { VmHostLauncher } from './vmhost-launcher.js';
 
 const BOOT_READY_MS = 120_000;
 const INIT_COMMAND_MS = 600_000;
+/** The guest port smol-agent listens on (docs/agent.md), and the CID every guest gets (its own vsock device). */
+export const AGENT_PORT = 52;
+const GUEST_CID = 3;
+/** How long after a boot, restore or fork the agent has to answer before the VM shows it `unreachable`. */
+const AGENT_READY_MS = 120_000;
 
 export interface EngineOptions {
   home: string;
@@ -60,6 +67,8 @@ export class EngineCore {
   readonly #listeners = new Set<(event: EngineEvent) => void>();
   readonly #autoTimers = new Map<string, NodeJS.Timeout>();
   #instanceCount = 0;
+  /** The guest agent's client for each live native instance that has a vsock device. */
+  readonly #agents = new Map<string, { client: AgentClient; settled: Promise<unknown> }>();
   protected readonly metricsHistory = new MetricsHistory();
   #metricsTimer: NodeJS.Timeout | null = null;
   #sampling = false;
@@ -191,6 +200,7 @@ export class EngineCore {
     if (state === 'running' || state === 'paused') vm.exit = null;
     if (LIVE_STATES.has(state)) this.#armAutoCheckpoint(vm);
     else this.#disarmAutoCheckpoint(vm.id);
+    if (!LIVE_STATES.has(state)) vm.agent = 'none';
     await this.save(episode);
     this.emit({ type: 'vm.updated', vm: vmView(vm) });
     this.emit({ type: 'episode.updated', episode: this.episodeView(episode) });
@@ -219,6 +229,7 @@ export class EngineCore {
       suspendedAt: null,
       resumeOnStart: false,
       suspendedPaused: false,
+      agent: 'none',
     };
     episode.vms.push(vm);
     return vm;
@@ -313,6 +324,83 @@ export class EngineCore {
     return instance;
   }
 
+  // ---- the guest agent (docs/agent.md) ----
+
+  /** Where a native instance's vsock muxer listens: a new socket for every boot, restore and fork child. */
+  protected vsockPathOf(instance: string): string {
+    const dir = path.join(this.options.home, 'run');
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    return path.join(dir, `${instance.replace('#', '.')}.vsock`);
+  }
+
+  /**
+   * Follows the agent of an instance that just started: `connecting` until its HELLO, then `ready` (or
+   * `unreachable`). An instance without a vsock socket (a bare kernel) has no agent. With `remint`, the guest then
+   * gets a new identity (a fork child, or a new episode from a shared base): hostname, machine-id, entropy.
+   */
+  protected watchAgent(vm: VmRecord, instance: string, { remint = false } = {}): void {
+    const socketPath = this.vsockPathOf(instance);
+    if (!existsSync(socketPath)) {
+      vm.agent = 'none';
+      return;
+    }
+    const client = new AgentClient({ socketPath, vsockPort: AGENT_PORT });
+    const current = () => this.#instances.get(vm.id) === instance;
+    const update = (state: VmRecord['agent']) => {
+      if (!current() || vm.agent === state) return;
+      vm.agent = state;
+      this.emit({ type: 'vm.updated', vm: vmView(vm) });
+    };
+    update('connecting');
+    const ready = async () => {
+      await client.ready({ timeoutMs: AGENT_READY_MS });
+      if (remint && current()) await client.remint({ hostname: vm.name.slice(0, 63) });
+    };
+    const settled = ready().then(
+      () => update('ready'),
+      (error: unknown) => {
+        if (!current()) return;
+        this.options.log(`engine: the agent of ${vm.id} (${instance}) did not answer: ${(error as Error).message}`);
+        update('unreachable');
+      },
+    );
+    // Commands wait for the new identity: a fork's first command must not see its parent's hostname.
+    this.#agents.set(instance, { client, settled });
+  }
+
+  /** The agent of a running VM, connected (again, after a restore or fork reset the connection). */
+  protected async agentOf(vm: VmRecord): Promise<AgentClient> {
+    this.requireLive(vm);
+    if (vm.state === 'paused')
+      throw new ApiFailure(409, `${vm.name} (${vm.id}) is paused: resume it to reach its agent`);
+    const agent = this.#agents.get(this.instance(vm));
+    if (!agent) {
+      throw new ApiFailure(
+        409,
+        `${vm.name} (${vm.id}) has no guest agent: its Smolfile boots a bare kernel (image = "builtin" has one)`,
+      );
+    }
+    const { client, settled } = agent;
+    try {
+      await settled;
+      await client.ready({ timeoutMs: AGENT_READY_MS });
+    } catch (error) {
+      throw new ApiFailure(503, `the agent of ${vm.name} (${vm.id}) does not answer: ${(error as Error).message}`);
+    }
+    if (vm.agent !== 'ready') {
+      vm.agent = 'ready';
+      this.emit({ type: 'vm.updated', vm: vmView(vm) });
+    }
+    return client;
+  }
+
+  /** Lets go of an instance that ended: its agent connection with it. */
+  #forget(instance: string): void {
+    this.#owners.delete(instance);
+    this.#agents.get(instance)?.client.close();
+    this.#agents.delete(instance);
+  }
+
   protected writeTo(vm: VmRecord, data: Buffer): void {
     this.requireLive(vm);
     const instance = this.instance(vm);
@@ -336,7 +424,7 @@ export class EngineCore {
 
   async #onExit(instance: string, exit: VmExit): Promise<void> {
     const id = this.#owners.get(instance);
-    this.#owners.delete(instance);
+    this.#forget(instance);
     if (!id || this.#instances.get(id) !== instance) return; // an instance the engine replaced or killed itself
     this.#instances.delete(id);
     const vm = this.vm(id);
@@ -353,7 +441,7 @@ export class EngineCore {
       const instance = this.#instances.get(vm.id);
       if (!instance) continue;
       this.#instances.delete(vm.id);
-      this.#owners.delete(instance);
+      this.#forget(instance);
       this.hubs.get(vm.id)?.marker(`crashed: its vmhost ended (${how})`);
       await this.setState(episode, vm, 'crashed', {
         reason: 'crashed',
@@ -370,7 +458,7 @@ export class EngineCore {
     const base = plan.baseKey ? this.store.findBase(plan.baseKey) : undefined;
     if (base) {
       episode.base = base.id;
-      await this.restoreInto(episode, vm, base);
+      await this.restoreInto(episode, vm, base, { remint: true });
       return;
     }
     const host = this.host(episode);
@@ -379,7 +467,8 @@ export class EngineCore {
     vm.snapshot = null;
     vm.layerHead = null;
     try {
-      await host.request({ op: 'create', vm: instance, options: plan.options });
+      const vsock = plan.agent ? { vsock: { path: this.vsockPathOf(instance), cid: GUEST_CID } } : {};
+      await host.request({ op: 'create', vm: instance, options: { ...plan.options, ...vsock } });
       if (!plan.baseKey) await host.request({ op: 'start', vm: instance });
     } catch (error) {
       await this.startFailed(episode, vm, error);
@@ -394,6 +483,7 @@ export class EngineCore {
     this.#shells.set(vm.id, shell);
     try {
       await host.request({ op: 'start', vm: instance });
+      this.watchAgent(vm, instance);
       await this.setState(episode, vm, 'running');
       await shell.waitFor(/smol-guest: ready/, BOOT_READY_MS);
       await shell.run('true', BOOT_READY_MS);
@@ -417,17 +507,24 @@ export class EngineCore {
   }
 
   /** Puts `vm` on `snapshot`: a new native instance restored from it, running (or paused). */
-  protected async restoreInto(episode: EpisodeRecord, vm: VmRecord, snapshot: Snapshot, paused = false): Promise<void> {
+  protected async restoreInto(
+    episode: EpisodeRecord,
+    vm: VmRecord,
+    snapshot: Snapshot,
+    { paused = false, remint = false } = {},
+  ): Promise<void> {
     const host = this.host(episode);
     const instance = this.attach(vm);
     try {
-      await host.request({ op: 'restore', vm: instance, dir: this.store.dirFor(snapshot.id) });
+      const vsockPath = this.vsockPathOf(instance);
+      await host.request({ op: 'restore', vm: instance, dir: this.store.dirFor(snapshot.id), vsockPath });
       vm.snapshot = snapshot.id;
       vm.layerHead = snapshot.id;
       vm.cpus = snapshot.cpus;
       vm.memoryMiB = Math.round(snapshot.memoryBytes / 2 ** 20);
       await host.request({ op: 'start', vm: instance });
       if (paused) await host.request({ op: 'pause', vm: instance });
+      this.watchAgent(vm, instance, { remint });
     } catch (error) {
       await this.startFailed(episode, vm, error);
     }
@@ -517,7 +614,7 @@ export class EngineCore {
     const instance = this.#instances.get(vm.id);
     if (!instance) return;
     this.#instances.delete(vm.id);
-    this.#owners.delete(instance);
+    this.#forget(instance);
     const host = this.host(this.episodeOf(vm));
     if (host.alive) await host.request({ op: 'kill', vm: instance }).catch(() => undefined);
   }
@@ -529,7 +626,7 @@ export class EngineCore {
     vm.suspendedAt = null;
     vm.resumeOnStart = false;
     const base = episode.base ? this.store.get(episode.base) : undefined;
-    if (base) await this.restoreInto(episode, vm, base);
+    if (base) await this.restoreInto(episode, vm, base, { remint: true });
     else {
       const { loadSmolfile } = await import('../smolfile/smolfile.js');
       const { smolfile } = await loadSmolfile(episode.smolfile.path).catch(() => ({ smolfile: null }));

@@ -3,12 +3,23 @@
 // change is persisted before it is announced, and announced as an event.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { ApiFailure, type ConsoleAttachment, type ConsoleViewer, type EngineApi } from '../api/engine-api.js';
+import {
+  ApiFailure,
+  type ConsoleAttachment,
+  type ConsoleViewer,
+  type EngineApi,
+  type GuestFile,
+  type GuestProcess,
+  type GuestProcessIo,
+} from '../api/engine-api.js';
+import { AgentError } from '../agent/agent-client.js';
 import type {
   CheckpointRequest,
   CreateEpisodeRequest,
   CreateEpisodeResponse,
   Episode,
+  ExecRequest,
+  ExecResult,
   ForkResponse,
   GcResult,
   Health,
@@ -232,7 +243,8 @@ export class Engine extends EngineCore implements EngineApi {
         }
         const instances = children.map((child) => this.attach(child));
         try {
-          await host.request({ op: 'fork', vm: this.instance(vm), children: instances });
+          const childVsockPaths = instances.map((instance) => this.vsockPathOf(instance));
+          await host.request({ op: 'fork', vm: this.instance(vm), children: instances, childVsockPaths });
         } catch (error) {
           const exit = { reason: 'error', code: null, message: `the fork failed: ${(error as Error).message}` };
           for (const child of children) {
@@ -241,6 +253,7 @@ export class Engine extends EngineCore implements EngineApi {
           }
           throw error;
         }
+        children.forEach((child, i) => this.watchAgent(child, instances[i]!, { remint: true }));
         for (const child of children) await this.setState(episode, child, 'running');
         this.hub(vm).marker(`fork ×${count} at ${point.name}`);
         return { children: children.map(vmView), snapshot: point };
@@ -263,7 +276,7 @@ export class Engine extends EngineCore implements EngineApi {
       children.map((child) =>
         this.withLock(child.id, async () => {
           this.hub(child).marker(`forked from ${snapshot.name}`);
-          await this.restoreInto(episode, child, snapshot);
+          await this.restoreInto(episode, child, snapshot, { remint: true });
         }),
       ),
     );
@@ -308,7 +321,7 @@ export class Engine extends EngineCore implements EngineApi {
       if (suspended) {
         const paused = vm.suspendedPaused;
         this.hub(vm).marker(`resume from ${suspended.name}`);
-        await this.restoreInto(episode, vm, suspended, paused);
+        await this.restoreInto(episode, vm, suspended, { paused });
       } else {
         await this.resetVm(episode, vm);
       }
@@ -379,6 +392,58 @@ export class Engine extends EngineCore implements EngineApi {
   writeConsole(vmRef: string, data: string): void {
     const vm = this.vm(vmRef);
     this.writeTo(vm, Buffer.from(data));
+  }
+
+  // ---- the guest agent: commands and files (docs/agent.md) ----
+
+  async exec(vmRef: string, request: ExecRequest): Promise<ExecResult> {
+    const vm = this.vm(vmRef);
+    const agent = await this.agentOf(vm);
+    const stdout = new OutputCap('stdout');
+    const stderr = new OutputCap('stderr');
+    const result = await guestCall(
+      agent.exec(request.argv, {
+        ...execOptions(request),
+        ...(request.stdin !== undefined && { stdin: request.stdin }),
+        onStdout: (chunk) => stdout.add(chunk),
+        onStderr: (chunk) => stderr.add(chunk),
+      }),
+    );
+    return { ...exitOf(result), stdout: stdout.text(), stderr: stderr.text() };
+  }
+
+  async spawn(vmRef: string, request: Omit<ExecRequest, 'stdin'>, io: GuestProcessIo): Promise<GuestProcess> {
+    const vm = this.vm(vmRef);
+    const agent = await this.agentOf(vm);
+    const process = agent.spawn(request.argv, {
+      ...execOptions(request),
+      ...(io.stdin && { stdin: io.stdin }),
+      onStdout: io.stdout,
+      onStderr: io.stderr,
+    });
+    await guestCall(process.pid);
+    return {
+      exit: guestCall(process.result).then(exitOf),
+      kill: (signal) => guestCall(process.kill(signal)),
+    };
+  }
+
+  async readFile(vmRef: string, path: string): Promise<GuestFile> {
+    const vm = this.vm(vmRef);
+    const agent = await this.agentOf(vm);
+    const file = await guestCall(agent.openFile(path));
+    return { size: file.size, mode: file.mode, stream: file.stream as AsyncIterable<Buffer> };
+  }
+
+  async writeFile(
+    vmRef: string,
+    path: string,
+    data: AsyncIterable<Uint8Array>,
+    mode?: number,
+  ): Promise<{ bytes: number }> {
+    const vm = this.vm(vmRef);
+    const agent = await this.agentOf(vm);
+    return await guestCall(agent.writeFile(path, data, { ...(mode !== undefined && { mode }), mkdirs: true }));
   }
 
   attachConsole(vmRef: string, viewer: ConsoleViewer): ConsoleAttachment {
@@ -457,5 +522,51 @@ export class Engine extends EngineCore implements EngineApi {
       await Promise.all([...this.hubs.keys()].map((id) => this.closeHub(id, 'the engine stopped')));
     })();
     return this.#shuttingDown;
+  }
+}
+
+/** The agent's options from an exec request. */
+function execOptions(request: Omit<ExecRequest, 'stdin'>) {
+  return {
+    ...(request.env && { env: request.env }),
+    ...(request.cwd !== undefined && { cwd: request.cwd }),
+    ...(request.timeoutMs !== undefined && { timeoutMs: request.timeoutMs }),
+  };
+}
+
+function exitOf(result: { exitCode: number | null; signal: string | null; timedOut: boolean }) {
+  return { exitCode: result.exitCode, signal: result.signal, timedOut: result.timedOut };
+}
+
+/** What the guest refused (no such file, not executable, …) is the caller's 400; a lost agent is 503. */
+async function guestCall<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    if (!(error instanceof AgentError)) throw error;
+    const lost = ['ECONNRESET', 'EPIPE', 'ENOTCONN', 'ETIMEDOUT', 'EPROTO'].includes(error.code);
+    throw new ApiFailure(lost ? 503 : 400, error.message);
+  }
+}
+
+/** A collected output stream, cut at MAX_COLLECTED bytes (the exec WebSocket streams any amount). */
+class OutputCap {
+  static readonly MAX_COLLECTED = 16 << 20;
+  readonly #chunks: Buffer[] = [];
+  #bytes = 0;
+  #dropped = 0;
+
+  constructor(readonly name: string) {}
+
+  add(chunk: Buffer): void {
+    const room = OutputCap.MAX_COLLECTED - this.#bytes;
+    if (room > 0) this.#chunks.push(chunk.subarray(0, room));
+    this.#bytes += Math.min(room, chunk.length);
+    this.#dropped += Math.max(0, chunk.length - Math.max(0, room));
+  }
+
+  text(): string {
+    const text = Buffer.concat(this.#chunks).toString('utf8');
+    return this.#dropped ? `${text}\n[smol: ${this.#dropped} more bytes of ${this.name} not shown]\n` : text;
   }
 }

@@ -2,7 +2,7 @@
 // (id, unique id prefix, or name), and the API's view of them (docs/engine.md, "Episodes and VMs").
 import { z } from 'zod';
 import { ApiFailure } from '../api/engine-api.js';
-import { VmExit, VmState, type Episode, type EpisodeState, type Vm } from '../api/schema.js';
+import { AgentState, VmExit, VmState, type Episode, type EpisodeState, type Vm } from '../api/schema.js';
 
 export const VmRecord = z.object({
   id: z.string(),
@@ -24,6 +24,8 @@ export const VmRecord = z.object({
   resumeOnStart: z.boolean(),
   /** It was paused when it was suspended, so it resumes paused. */
   suspendedPaused: z.boolean(),
+  /** The guest agent of its current instance (records from before the agent read as `none`). */
+  agent: AgentState.default('none'),
 });
 export type VmRecord = z.infer<typeof VmRecord>;
 
@@ -64,6 +66,7 @@ export function vmView(record: VmRecord): Vm {
     exit: record.exit,
     cpus: record.cpus,
     memoryMiB: record.memoryMiB,
+    agent: record.agent,
   };
 }
 

@@ -68,7 +68,7 @@ async function handle(request: HostRequest, seq: number): Promise<unknown> {
       adopt(request.vm, await Vm.create(request.options));
       return null;
     case 'restore':
-      adopt(request.vm, await Vm.restore(request.dir));
+      adopt(request.vm, await Vm.restore(request.dir, request.vsockPath ? { vsockPath: request.vsockPath } : {}));
       return null;
     case 'start':
       vmOf(request.vm).start();
@@ -105,7 +105,10 @@ async function handle(request: HostRequest, seq: number): Promise<unknown> {
         send({ kind: 'progress', seq, done: p.done, total: p.total }),
       );
     case 'fork': {
-      const children = await vmOf(request.vm).fork(request.children.length);
+      const children = await vmOf(request.vm).fork(
+        request.children.length,
+        request.childVsockPaths ? { childVsockPaths: request.childVsockPaths } : {},
+      );
       children.forEach((child, i) => adopt(request.children[i]!, child));
       return null;
     }

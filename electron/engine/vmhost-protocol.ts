@@ -4,14 +4,15 @@ import type { CheckpointInfo, MemoryStats, VmExit, VmOptions } from '../vmm/vm.j
 
 export type HostRequest =
   | { op: 'create'; vm: string; options: VmOptions }
-  | { op: 'restore'; vm: string; dir: string }
+  /** `vsockPath`: the restored VM's vsock socket, used when the snapshot has a vsock device. */
+  | { op: 'restore'; vm: string; dir: string; vsockPath?: string }
   | { op: 'start' | 'pause' | 'resume' | 'kill' | 'stats'; vm: string }
   /** CPU time and memory of each named VM that is running here (the others are left out). */
   | { op: 'sample'; vms: string[] }
   | { op: 'write'; vm: string; data: Buffer }
   | { op: 'checkpoint'; vm: string; dir: string }
   /** Children get the given ids; they are running when the reply comes. */
-  | { op: 'fork'; vm: string; children: string[] };
+  | { op: 'fork'; vm: string; children: string[]; childVsockPaths?: string[] };
 
 export interface HostResults {
   create: null;

@@ -1,7 +1,7 @@
 // The TypeScript SDK (README, "SDK"): what an agent harness uses to run episodes. A thin, typed layer over the API;
 // it starts the data dir's engine when none runs, so a script needs nothing else.
 import path from 'node:path';
-import type { ApiClient } from '../api/api-client.js';
+import type { ApiClient, ExecExit } from '../api/api-client.js';
 import type {
   CreateEpisodeResponse,
   EngineEvent,
@@ -20,8 +20,28 @@ import { connectEngine, type ConnectOptions } from './engine-connection.js';
 
 export type { ConnectOptions } from './engine-connection.js';
 export type { EngineEvent, Episode, Snapshot, Vm } from '../api/schema.js';
+export type { ExecExit } from '../api/api-client.js';
 
 const enc = encodeURIComponent;
+
+export interface ExecOptions {
+  /** Added to (and overriding) the agent's environment. */
+  env?: Record<string, string>;
+  cwd?: string;
+  /** The command's stdin; without it, it reads /dev/null. */
+  stdin?: string | Uint8Array | AsyncIterable<Uint8Array>;
+  /** The agent kills the command's process group after this long (the result then has `timedOut`). */
+  timeoutMs?: number;
+  /** Output as it comes; without these, it is collected into the result. */
+  onStdout?: (chunk: Buffer) => void;
+  onStderr?: (chunk: Buffer) => void;
+}
+
+export interface ExecResult extends ExecExit {
+  /** What the command wrote, when no onStdout / onStderr callback was given (else empty). */
+  stdout: Buffer;
+  stderr: Buffer;
+}
 
 export class Smol {
   private constructor(readonly api: ApiClient) {}
@@ -129,6 +149,48 @@ export class Smol {
   /** The VM's CPU (% of one host CPU) and memory over the last few minutes, oldest first. */
   metrics(vmRef: string): Promise<MetricsHistory> {
     return this.api.request('GET', `/api/v1/vms/${enc(vmRef)}/metrics`);
+  }
+
+  /**
+   * Runs a command in the VM's guest through its agent (no shell: `['sh', '-c', '…']` for one) and resolves when
+   * it ended, with its exit status and output. A program that cannot be started rejects, saying why.
+   */
+  async exec(vmRef: string, argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
+    const stdout: Buffer[] = [];
+    const stderr: Buffer[] = [];
+    const { stdin, onStdout, onStderr, ...request } = options;
+    const input = typeof stdin === 'string' || stdin instanceof Uint8Array ? [Buffer.from(stdin)] : stdin;
+    const exit = await this.api.exec(
+      vmRef,
+      { argv, ...request },
+      {
+        onStdout: onStdout ?? ((chunk) => stdout.push(chunk)),
+        onStderr: onStderr ?? ((chunk) => stderr.push(chunk)),
+        ...(input && {
+          stdin: (async function* () {
+            yield* input;
+          })(),
+        }),
+      },
+    ).exit;
+    return { ...exit, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
+  }
+
+  /** A file from the VM's guest. */
+  async readFile(vmRef: string, path: string): Promise<Buffer> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of await this.api.openFile(vmRef, path)) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks);
+  }
+
+  /** Writes a file in the VM's guest (its directories made); the old file stays until all of it arrived. */
+  writeFile(
+    vmRef: string,
+    path: string,
+    data: string | Uint8Array | AsyncIterable<Uint8Array>,
+    options: { mode?: number } = {},
+  ): Promise<{ bytes: number }> {
+    return this.api.writeFile(vmRef, path, typeof data === 'string' ? Buffer.from(data) : data, options);
   }
 
   /** Types `text` into the VM's console. */

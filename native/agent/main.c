@@ -486,8 +486,9 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: smol-agent [--listen vsock:PORT|unix:PATH] [--system] [--machine-id-file FILE]\n"
 		   "                  [--hostname-file FILE]\n"
-		   "Serves Smol Studio's guest agent protocol (docs/agent.md). As PID 1 (or with --system) it also\n"
-		   "brings the system up and owns poweroff, hostname and the RNG. Default: --listen vsock:%d.\n",
+		   "Serves Smol Studio's guest agent protocol (docs/agent.md). As PID 1 or with --system it owns\n"
+		   "the guest's poweroff, hostname and RNG; as PID 1 it also brings the system up (mounts) and takes\n"
+		   "init's signals. Default: --listen vsock:%d.\n",
 		AGENT_DEFAULT_PORT);
 }
 
@@ -526,7 +527,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (a.opt.system && system_bring_up() < 0)
+	/* Mounts and init's signals are PID 1's: under another init (busybox's) --system only owns the identity. */
+	if (a.opt.system && getpid() == 1 && system_bring_up() < 0)
 		agent_log("bringing the system up failed in part; serving anyway");
 	/* Descriptors 0 to 2 must be taken (by /dev/null if need be), so that no pipe spawn dup2s onto them is one. */
 	for (int fd = 0; fd >= 0 && fd <= 2;)
@@ -535,7 +537,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
-	if (a.opt.system) {
+	if (a.opt.system && getpid() == 1) {
 		sigaddset(&mask, SIGTERM);
 		sigaddset(&mask, SIGINT);
 		sigaddset(&mask, SIGUSR1);

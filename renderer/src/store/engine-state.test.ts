@@ -15,7 +15,7 @@ import type { EventStreamHandlers, Transport } from '../transport/transport.js';
 const T = '2026-12-01T06:00:00.000Z';
 const vm = (id: string, over: Partial<Vm> = {}): Vm => ({
   ...{ id, name: id.slice(3, 7), episode: 'ep-aaaaaaaaaa', state: 'running', snapshot: null, parentVm: null },
-  ...{ created: T, runningSince: T, exit: null, cpus: 1, memoryMiB: 16 },
+  ...{ created: T, runningSince: T, exit: null, cpus: 1, memoryMiB: 16, agent: 'none' as const },
   ...over,
 });
 const episode = (id: string, vms: Vm[], over: Partial<Episode> = {}): Episode => ({

@@ -28,7 +28,7 @@ const snap = (n: number, parent: number | null): Snapshot => ({
 });
 const vm = (id: string, name: string, at: number, state: Vm['state'] = 'running'): Vm => ({
   ...{ id, name, episode: EP, state, snapshot: snap(at, null).id, parentVm: null, created: T, runningSince: T },
-  ...{ exit: null, cpus: 1, memoryMiB: 16 },
+  ...{ exit: null, cpus: 1, memoryMiB: 16, agent: 'none' as const },
 });
 const noEngine: Transport = {
   request: () => Promise.reject(new Error('no engine in this test')),

@@ -104,6 +104,11 @@ function VmTab({ vmId, active }: { vmId: string; active: boolean }) {
       <span className="vm-tab-name">{vm.name}</span>
       <StateBadge state={vm.state} />
       {vm.runningSince && <Uptime since={vm.runningSince} />}
+      {vm.agent !== 'none' && (
+        <span className={`agent-state agent-${vm.agent}`} title="The guest agent (smol exec, files)">
+          agent {vm.agent}
+        </span>
+      )}
       {at && <span className="muted">at {at}</span>}
     </button>
   );
