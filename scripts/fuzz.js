@@ -1,8 +1,8 @@
 #!/usr/bin/env node
-// `npm run fuzz [-- --seconds N] [--target snapshot|virtq]`: builds the fuzzers (`make -C native fuzz`: clang,
-// libFuzzer, ASan and UBSan), writes their seed corpora and runs each for N seconds (default 60) over its corpus in
-// native/out/fuzz, which grows from run to run: the snapshot loader (docs/snapshots.md, "Fuzzing") and virtqueue
-// handling (docs/vmm.md, "Virtio"). A crash, leak, UB report or hang fails the run and names the input libFuzzer
+// `npm run fuzz [-- --seconds N] [--target snapshot|virtq|vsock]`: builds the fuzzers (`make -C native fuzz`:
+// clang, libFuzzer, ASan and UBSan), writes their seed corpora and runs each for N seconds (default 60) over its
+// corpus in native/out/fuzz, which grows from run to run: the snapshot loader (docs/snapshots.md, "Fuzzing"),
+// virtqueue handling (docs/vmm.md, "Virtio") and virtio-vsock (docs/vmm.md, "vsock"). A crash, leak, UB report or hang fails the run and names the input libFuzzer
 // kept, which reproduces it: `native/out/fuzz/fuzz_<target> <input>`.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -23,6 +23,7 @@ const targets = [
     corpus: 'corpus',
   },
   { name: 'virtq', what: 'virtqueue handling', fuzzer: 'fuzz_virtq', seedsBin: 'virtq_seeds', corpus: 'corpus-virtq' },
+  { name: 'vsock', what: 'virtio-vsock', fuzzer: 'fuzz_vsock', seedsBin: 'vsock_seeds', corpus: 'corpus-vsock' },
 ];
 
 function say(message) {

@@ -103,7 +103,7 @@ async function cPart() {
 
 /** Bounded runs of the fuzzers (scripts/fuzz.js), 30 s each; counts as one test. */
 async function fuzzPart() {
-  const name = 'fuzzing: snapshot loader and virtqueues (npm run fuzz -- --seconds 30)';
+  const name = 'fuzzing: snapshot loader, virtqueues, vsock (npm run fuzz -- --seconds 30)';
   const result = await run([process.execPath, path.join(root, 'scripts', 'fuzz.js'), '--seconds', '30']);
   if (result.status === 0) return { name, result, counts: { passed: 1, failed: 0 } };
   const reason = /^fuzz failed: (.*)$/m.exec(stripAnsi(result.output))?.[1];

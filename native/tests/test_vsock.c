@@ -456,6 +456,20 @@ TEST(vsock_transport_reset_drops_connections_and_tells_the_guest)
 	rig_exit(&r);
 }
 
+/* Found by fuzz_vsock: the rx queue was marked broken for the event queue's fault, and evq kept a chain unanswered. */
+TEST(vsock_event_buffer_too_small_for_the_event_breaks_the_event_queue)
+{
+	struct rig r;
+
+	REQUIRE(rig_init(&r) == 0);
+	offer(&r, VSOCK_EVENT_QUEUE, 0x200000, 2, VIRTQ_DESC_F_WRITE, 0, 0, 0);
+	virtio_vsock_transport_reset(&r.vs);
+	CHECK(r32(&r, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_NEEDS_RESET);
+	CHECK(r.t.q[VSOCK_EVENT_QUEUE].broken);
+	CHECK(!r.t.q[VSOCK_RX_QUEUE].broken);
+	rig_exit(&r);
+}
+
 /*
  * After a reset, a host connection must wait until the guest has handled the reset (it hands its event buffer
  * back): a REQUEST delivered earlier would be reset by the guest along with the old sockets, silently.

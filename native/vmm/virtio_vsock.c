@@ -305,7 +305,7 @@ static int rx_round(struct virtio_vsock *vs, int *delivered)
 static void deliver_locked(struct virtio_vsock *vs)
 {
 	struct virtio_mmio *t = vs->t;
-	struct virtq *rxq, *evq;
+	struct virtq *rxq, *evq, *bad;
 	struct virtq_chain *ch = &(struct virtq_chain){ 0 };
 	const char *why = NULL;
 	int delivered = 0, broke = 0, sent;
@@ -329,6 +329,7 @@ static void deliver_locked(struct virtio_vsock *vs)
 			virtq_push(evq, t->mem, ch->head, sizeof(id)) < 0;
 		delivered = 1;
 	}
+	bad = broke ? evq : rxq;	/* the queue whose chain broke a rule: nothing goes to rx after a broken evq */
 	/*
 	 * Nothing goes to the guest until it has handled the reset (it refills and kicks the event queue after
 	 * resetting its sockets): a connection requested before that would be reset with the old ones, and the host
@@ -343,8 +344,8 @@ static void deliver_locked(struct virtio_vsock *vs)
 			sent = broke ? 0 : rx_round(vs, &delivered);
 			broke |= sent < 0;
 		} while (sent > 0 || (!broke && vs->ctl_len && queue_has_buffer(rxq, t->mem)));
-	if (broke) {		/* a ring outside guest RAM, or a chain too small for a header */
-		rxq->broken = 1;
+	if (broke) {		/* a ring outside guest RAM, or a chain too small for a header or an event */
+		bad->broken = 1;
 		t->status |= VIRTIO_STATUS_NEEDS_RESET;
 		t->int_status |= VIRTIO_INT_CONFIG;
 		delivered = 1;
