@@ -354,7 +354,9 @@ export class EngineCore {
     update('connecting');
     const ready = async () => {
       await client.ready({ timeoutMs: AGENT_READY_MS });
-      if (remint && current()) await client.remint({ hostname: vm.name.slice(0, 63) });
+      // A hostname takes letters, digits, '-' and '.': a VM name's '_' becomes '-'.
+      const hostname = vm.name.replace(/[^A-Za-z0-9.-]/g, '-').slice(0, 63);
+      if (remint && current()) await client.remint({ hostname });
     };
     const settled = ready().then(
       () => update('ready'),
