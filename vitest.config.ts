@@ -46,8 +46,8 @@ export default defineConfig({
       },
       {
         test: {
-          // The UI in Chromium against a real engine with real VMs (e2e/README.md): not part of `npm test`'s tiers
-          // on this machine (no /dev/kvm); SMOL_E2E_LAB=1 runs the engine in the KVM lab.
+          // The UI in Chromium against a real engine with real tiny VMs (e2e/README.md): `npm test` runs it on this
+          // machine's /dev/kvm when it is usable (PVM is fine), else with SMOL_E2E_LAB=1 (the engine in the KVM lab).
           name: 'e2e',
           include: ['e2e/**/*.test.ts'],
           environment: 'node',

@@ -36,6 +36,18 @@ async function until<T>(what: string, read: () => Promise<T>, accept: (value: T)
 }
 
 const visible = (locator: Locator, timeout = SLOW) => locator.waitFor({ state: 'visible', timeout });
+
+/** The fork tree re-fits (a short animation) when it gains nodes: a click waits until it stands still. */
+async function treeSettled() {
+  const transform = () => page.locator('.react-flow__viewport').getAttribute('style');
+  let last = await transform();
+  for (let i = 0; i < 50; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const now = await transform();
+    if (now === last) return;
+    last = now;
+  }
+}
 const consoleText = () => page.locator('[data-testid=console] .xterm-rows').innerText();
 const vmTabs = () => page.getByRole('tab', { name: /^VM / });
 
@@ -52,7 +64,16 @@ beforeAll(async () => {
   engine = await startUiEngine();
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+    // Without the networking flags Chromium's own background connections are refused here and it waits on them.
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
   page = await browser.newPage({ viewport: { width: 1440, height: 900 }, colorScheme: 'dark' });
   page.on('pageerror', (error) => pageErrors.push(error.message));
@@ -127,6 +148,7 @@ describe('the UI against a real engine', () => {
     await dialog.getByRole('button', { name: 'Save checkpoint' }).click();
     const node = page.getByRole('treeitem', { name: /^Snapshot before-fork/ });
     await visible(node);
+    await treeSettled();
     await node.click();
     await until(
       'the note in the details',
@@ -176,14 +198,33 @@ describe('the UI against a real engine', () => {
       );
       for (const child of children)
         await visible(page.getByRole('treeitem', { name: new RegExp(`^Snapshot ${child.name}`) }));
+      await treeSettled();
       await page.getByRole('treeitem', { name: new RegExp(`^Snapshot ${children[0]!.name}`) }).click();
       await visible(page.getByRole('button', { name: forkPoint!.name, exact: true })); // its parent, in the details
+      await treeSettled();
       await shot('06-fork-tree');
     },
   );
 
+  step('lists the episode with its four VMs and five snapshots, and opens it again', async () => {
+    await page.getByRole('button', { name: 'Back to episodes' }).click();
+    const row = page.getByRole('row').filter({ has: page.getByRole('button', { name: /^Open episode echo-\d+$/ }) });
+    await visible(row);
+    // Columns: select, episode, state, VMs, uptime, CPU · memory, snapshots, disk, created.
+    const cells = row.getByRole('cell');
+    await until(
+      'the counts in the row',
+      async () => [await cells.nth(3).innerText(), await cells.nth(6).innerText()],
+      ([vms, snapshots]) => vms === '4' && snapshots === '5',
+    );
+    await shot('06b-episode-list');
+    await row.getByRole('button', { name: /^Open episode / }).click();
+    await visible(page.getByRole('heading', { level: 2, name: /^echo-\d+$/ }));
+  });
+
   step('restores the first VM to the checkpoint, offering a named checkpoint first', async () => {
     await vmTabs().first().click();
+    await treeSettled();
     await page.getByRole('treeitem', { name: /^Snapshot before-fork/ }).click();
     await page.getByRole('button', { name: 'Restore…' }).click();
     const dialog = page.getByRole('dialog', { name: /^Restore .* to before-fork$/ });
@@ -198,6 +239,7 @@ describe('the UI against a real engine', () => {
       () => page.getByRole('status').filter({ hasText: 'live' }).count(),
       (n) => n > 0,
     );
+    await treeSettled();
     await shot('07-restored');
   });
 
@@ -220,6 +262,7 @@ describe('the UI against a real engine', () => {
 
   step('deletes a snapshot only after its Undo toast, and Undo keeps it', async () => {
     const victim = (await snapshots(episodeId)).find((s) => s.name === 'pre-restore')!;
+    await treeSettled();
     await page.getByRole('treeitem', { name: /^Snapshot pre-restore/ }).click();
     await page.getByRole('button', { name: 'Delete snapshot' }).click();
     await page.getByRole('treeitem', { name: /^Snapshot pre-restore/ }).waitFor({ state: 'detached' });

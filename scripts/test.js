@@ -1,11 +1,12 @@
 #!/usr/bin/env node
-// `npm test`: every test tier, in order: the C tests, 30-second runs of the two fuzzers (the snapshot loader and
-// virtqueue handling), the unit tests, the VMM tests with real VMs (on this machine's /dev/kvm when it is usable,
-// else inside the KVM lab), then the Linux guest tests (after building the guest, or finding it in the cache) the
-// same way. Nothing is skipped
-// silently: a part that cannot run counts as a failure. Ends with exactly one line `N passed, N failed`; exits
-// non-zero if anything failed.
-import { spawn } from 'node:child_process';
+// `npm test`: every test tier, in order: the C tests, 30-second runs of the fuzzers (the snapshot loader, virtqueue
+// handling and the vsock device), the unit tests, the VMM tests with real VMs (on this machine's /dev/kvm when it is usable,
+// PVM included, else inside the KVM lab), the UI end-to-end tests (Chromium against a real engine with tiny guests:
+// on this machine's /dev/kvm when it is usable, PVM included, else with the engine in the KVM lab), then the Linux
+// guest tests (after building the guest, or finding it in the cache) on hardware KVM only, else in the lab (PVM
+// cannot run a Linux guest). Nothing is skipped silently: a part that cannot run counts as a failure. Ends with
+// exactly one line `N passed, N failed`; exits non-zero if anything failed.
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -119,17 +120,60 @@ function kvmUsable() {
   }
 }
 
-/** A vitest project whose tests need KVM: on this machine's /dev/kvm when it is usable, else inside the KVM lab. */
-async function kvmPart(label, project) {
-  if (kvmUsable()) return vitestPart(`${label} (this machine’s /dev/kvm)`, project);
+/**
+ * Which KVM this machine has, as `smol doctor --json` reports it (`hardware`, `pvm` or `unknown`); null when it
+ * cannot tell. PVM (KVM in software) runs the tiny guests well but not a Linux guest.
+ */
+function kvmImplementation() {
+  const doctor = spawnSync(process.execPath, [path.join(root, 'bin', 'smol.js'), 'doctor', '--json'], {
+    cwd: root,
+    encoding: 'utf8',
+  });
+  try {
+    return JSON.parse(doctor.stdout).kvm?.implementation ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A vitest project whose tests need KVM: on this machine's /dev/kvm when it is usable (for `needs: 'hardware'`, only
+ * when it is hardware KVM), else inside the KVM lab.
+ */
+async function kvmPart(label, project, { needs = 'any' } = {}) {
+  const usable = kvmUsable();
+  const implementation = usable ? kvmImplementation() : null;
+  if (usable && (needs === 'any' || implementation === 'hardware')) {
+    return vitestPart(`${label} (this machine’s /dev/kvm)`, project);
+  }
+  if (usable)
+    note(
+      `/dev/kvm here is ${implementation ?? 'of an unknown kind'}, not hardware KVM; the ${label} run in the KVM lab`,
+    );
   const name = `${label} (KVM lab)`;
   if (process.env.SMOL_IN_LAB === '1') {
     return { name, problem: 'running inside the KVM lab, but /dev/kvm is not usable there' };
   }
   const lab = path.join(root, 'scripts', 'lab.js');
   if (!fs.existsSync(lab)) return { name, problem: `/dev/kvm is not usable here and there is no KVM lab (${lab})` };
-  note(`/dev/kvm is not usable here; running the ${label} in the KVM lab`);
+  if (!usable) note(`/dev/kvm is not usable here; running the ${label} in the KVM lab`);
   return vitestPart(name, project, (argv) => [process.execPath, lab, '--', ...argv]);
+}
+
+/**
+ * The UI end-to-end tests (e2e/): Chromium here against a real engine with real tiny guests. The engine runs here when
+ * /dev/kvm is usable (PVM runs the tiny guests well), else in the KVM lab (SMOL_E2E_LAB=1: the test starts the lab
+ * and reaches the engine through a forwarded port).
+ */
+async function e2ePart() {
+  const label = 'UI end-to-end tests';
+  if (kvmUsable()) return vitestPart(`${label} (this machine’s /dev/kvm)`, 'e2e');
+  const name = `${label} (engine in the KVM lab)`;
+  if (process.env.SMOL_IN_LAB === '1') {
+    return { name, problem: 'running inside the KVM lab, but /dev/kvm is not usable there' };
+  }
+  note(`/dev/kvm is not usable here; the ${label} run the engine in the KVM lab (SMOL_E2E_LAB=1)`);
+  return vitestPart(name, 'e2e', (argv) => argv, { SMOL_E2E_LAB: '1' });
 }
 
 /**
@@ -168,9 +212,10 @@ async function main() {
   parts.push(settle(await fuzzPart()));
   parts.push(settle(await vitestPart('unit tests (vitest --project unit)', 'unit')));
   parts.push(settle(await kvmPart('VMM tests', 'vmm')));
+  parts.push(settle(await e2ePart()));
   const guest = settle(await guestBuildPart());
   parts.push(guest);
-  if (guest.failed === 0) parts.push(settle(await kvmPart('Linux guest tests', 'linux')));
+  if (guest.failed === 0) parts.push(settle(await kvmPart('Linux guest tests', 'linux', { needs: 'hardware' })));
   else parts.push(settle({ name: 'Linux guest tests', problem: 'not run: the guest did not build' }));
 
   process.stdout.write('\n');

@@ -1,5 +1,6 @@
 // Tier 2: the tiny guests booted through the binding on a real /dev/kvm (docs/vmm.md has the contract they test).
 import { describe, expect, it } from 'vitest';
+import { loadNative } from '../../electron/vmm/native.js';
 import { runGuest, startGuest } from './guests.js';
 
 describe('booting a tiny guest', () => {
@@ -19,6 +20,12 @@ describe('booting a tiny guest', () => {
   it('ends with reason shutdown when the guest triple-faults', async () => {
     const { output, exit } = await runGuest('hello', { cmdline: 'fault' });
     expect(output).toContain('hello from a tiny guest');
+    if (loadNative().kvmProbe().implementation === 'pvm') {
+      // PVM (KVM in software, on our build machines) reports a guest's triple fault as an internal error rather
+      // than KVM_EXIT_SHUTDOWN; the VM still ends, and says why.
+      expect(exit).toMatchObject({ reason: 'error', message: expect.stringMatching(/KVM internal error/) });
+      return;
+    }
     expect(exit.reason).toBe('shutdown');
     expect(exit.message).toMatch(/triple-fault/);
   });

@@ -11,6 +11,18 @@ import { chunkedWriter } from './paste.js';
 
 export type ConsoleStatus = { state: 'connecting' | 'live' } | { state: 'closed'; why: string };
 
+/**
+ * xterm.js parses its write queue in slices of about 12 ms, but a slice never splits a chunk: output is handed to it
+ * in pieces this big, so a large WebSocket message cannot hold a frame for long.
+ */
+const WRITE_SLICE = 16 << 10;
+/**
+ * Output given to xterm and not parsed yet. Past this the page has fallen behind the guest by seconds: rather than
+ * let xterm discard data at its own limit (50 MB, silently), the console attaches again and starts from the
+ * engine's current screen, and says so.
+ */
+const MAX_UNPARSED = 24 << 20;
+
 export const TERMINAL_THEME: ITheme = {
   background: '#0d1117',
   foreground: '#d6dde6',
@@ -28,6 +40,10 @@ export class ConsoleSession {
   #status: ConsoleStatus = { state: 'connecting' };
   readonly #listeners = new Set<() => void>();
   readonly #input;
+  #unparsed = 0;
+  /** Bumped when the terminal is reset: callbacks of writes from before no longer count. */
+  #generation = 0;
+  #catchingUp = false;
 
   constructor(
     readonly vm: string,
@@ -75,13 +91,39 @@ export class ConsoleSession {
     this.#stream = this.transport.console(this.vm, {
       onScreen: (serialized) => {
         this.terminal.reset();
+        this.#generation++;
+        this.#unparsed = 0;
         this.terminal.write(serialized);
         this.#setStatus({ state: 'live' });
       },
-      onData: (data) => this.terminal.write(data),
+      onData: (data) => this.output(data),
       onClose: (why) => this.#setStatus({ state: 'closed', why }),
       onError: (message) => this.terminal.write(`\r\n\x1b[31m[smol] ${message}\x1b[0m\r\n`),
     });
+  }
+
+  /** Output from the guest, into the terminal in slices; see MAX_UNPARSED for a page that cannot keep up. */
+  output(data: Uint8Array | string): void {
+    if (this.#catchingUp) return;
+    if (this.#unparsed > MAX_UNPARSED) {
+      this.#catchingUp = true;
+      this.terminal.write(
+        '\r\n\x1b[33m[smol] this page fell behind the output: showing the current screen\x1b[0m\r\n',
+        () => {
+          this.#catchingUp = false;
+          this.connect();
+        },
+      );
+      return;
+    }
+    for (let at = 0; at < data.length; at += WRITE_SLICE) {
+      const slice = typeof data === 'string' ? data.slice(at, at + WRITE_SLICE) : data.subarray(at, at + WRITE_SLICE);
+      this.#unparsed += slice.length;
+      const generation = this.#generation;
+      this.terminal.write(slice, () => {
+        if (generation === this.#generation) this.#unparsed -= slice.length;
+      });
+    }
   }
 
   /** Types text as if pasted (chunked). */
@@ -117,3 +159,10 @@ export function pruneConsoleSessions(living: ReadonlySet<string>): void {
     }
   }
 }
+
+/**
+ * For `smol bench ui`: a VM's console session, to read what its terminal parsed and, for the benchmark's page-only
+ * stage, to feed output through the same path the engine's does.
+ */
+(globalThis as { smolConsoleSession?: (vm: string) => ConsoleSession | undefined }).smolConsoleSession = (vm) =>
+  sessions.get(vm);

@@ -92,7 +92,16 @@ let nextToast = 1;
 export function toast(store: AppStore, kind: Toast['kind'], text: string, options: Partial<Toast> = {}): number {
   const id = nextToast++;
   const expires = kind === 'error' ? null : Date.now() + 5000;
-  store.setState((state) => ({ toasts: [...state.toasts, { id, kind, text, expires, ...options }] }));
+  const next = { id, kind, text, expires, ...options };
+  // Plain news (not an error, nothing to undo) makes way: only the newest few stay, so a burst of finished
+  // operations does not cover the page.
+  const plain = (t: Toast) => t.kind !== 'error' && !t.action;
+  store.setState((state) => {
+    const kept = plain(next)
+      ? state.toasts.filter((t) => !plain(t)).concat(state.toasts.filter(plain).slice(-2))
+      : state.toasts;
+    return { toasts: [...kept.sort((a, b) => a.id - b.id), next] };
+  });
   return id;
 }
 

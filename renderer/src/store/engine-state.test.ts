@@ -100,6 +100,20 @@ describe('the store fed by engine events', () => {
     expect(state.snapshots['sn-bbbbbbbbbb']).toMatchObject({ name: 'renamed', note: 'why' });
   });
 
+  it('counts an episode’s snapshots and their bytes as they are taken and deleted, between episode summaries', () => {
+    const state = run([
+      { type: 'episode.created', episode: episode(EP, [vm(VM)]) },
+      { type: 'snapshot.created', snapshot: snapshot('sn-1111111111', null) },
+      { type: 'snapshot.created', snapshot: snapshot('sn-2222222222', 'sn-1111111111') },
+      { type: 'snapshot.updated', snapshot: snapshot('sn-2222222222', 'sn-1111111111', { note: 'renamed' }) },
+      { type: 'snapshot.deleted', id: 'sn-1111111111', episode: EP },
+    ]);
+    expect(state.episodes[EP]).toMatchObject({ snapshotCount: 1, diskBytes: 8192 });
+    // The engine's next summary is the truth again (a deleted layer's files may stay).
+    const summarised = run([{ type: 'episode.updated', episode: episode(EP, [vm(VM)], { snapshotCount: 1 }) }], state);
+    expect(summarised.episodes[EP]).toMatchObject({ snapshotCount: 1, diskBytes: 0 });
+  });
+
   it('hangs a deleted snapshot’s children from its parent, as the engine lists them', () => {
     let state = run([{ type: 'episode.created', episode: episode(EP, [vm(VM)]) }]);
     state = loadSnapshots(state, EP, [

@@ -82,6 +82,21 @@ function putSnapshot(state: EngineState, snapshot: Snapshot): EngineState {
   return { ...state, snapshots, timeline };
 }
 
+/**
+ * The episode's snapshot count and disk use as the list and header show them, kept current between the engine's
+ * episode summaries (a deleted snapshot's files may stay for a layer chain: its bytes wait for the next summary).
+ */
+function countSnapshots(state: EngineState, episodeId: string | null, delta: number, bytes: number): EngineState {
+  const episode = episodeId ? state.episodes[episodeId] : undefined;
+  if (!episode) return state;
+  const counted = {
+    ...episode,
+    snapshotCount: Math.max(0, episode.snapshotCount + delta),
+    diskBytes: episode.diskBytes + bytes,
+  };
+  return { ...state, episodes: { ...state.episodes, [episode.id]: counted } };
+}
+
 /** A deleted snapshot leaves the tree; its children hang from its parent, as the engine lists them. */
 function deleteSnapshot(state: EngineState, id: string, episodeId: string | null): EngineState {
   const gone = state.snapshots[id];
@@ -123,10 +138,11 @@ export function applyEvent(state: EngineState, event: EngineEvent): EngineState 
     case 'vm.removed':
       return removeVm(state, event.id, event.episode);
     case 'snapshot.created':
+      return countSnapshots(putSnapshot(state, event.snapshot), event.snapshot.episode, 1, event.snapshot.diskBytes);
     case 'snapshot.updated':
       return putSnapshot(state, event.snapshot);
     case 'snapshot.deleted':
-      return deleteSnapshot(state, event.id, event.episode);
+      return countSnapshots(deleteSnapshot(state, event.id, event.episode), event.episode, -1, 0);
     case 'progress': {
       if (!event.vm) return state;
       if (event.done >= event.total) return { ...state, progress: without(state.progress, [event.vm]) };

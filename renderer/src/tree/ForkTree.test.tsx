@@ -3,7 +3,7 @@
 // collapsed into one node that opens on click.
 import { act } from 'react';
 import { createRoot, type Root } from 'react-dom/client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Snapshot, Vm } from '../../../electron/api/schema.js';
 import { AppContext } from '../app-context.js';
 import { applyEvents, createAppStore } from '../store/app-store.js';
@@ -35,6 +35,37 @@ const noEngine: Transport = {
   events: () => () => undefined,
   console: () => ({ write: () => undefined, close: () => undefined }),
 };
+
+// happy-dom does no layout: React Flow and the tree's fit read sizes from offsetWidth/offsetHeight and
+// getBoundingClientRect, so they are given here as a browser would measure them: the 1000×600 pane below, 184×58
+// cards, 1×1 handles.
+function sizeOf(element: HTMLElement): { width: number; height: number } {
+  if (element.classList.contains('react-flow__node')) return { width: 184, height: 58 };
+  if (element.classList.contains('react-flow__handle')) return { width: 1, height: 1 };
+  return { width: 1000, height: 600 };
+}
+const saved = (['offsetWidth', 'offsetHeight'] as const).map(
+  (key) => [key, Object.getOwnPropertyDescriptor(HTMLElement.prototype, key)] as const,
+);
+const savedRect = HTMLElement.prototype.getBoundingClientRect;
+beforeAll(() => {
+  HTMLElement.prototype.getBoundingClientRect = function (this: HTMLElement) {
+    const { width, height } = sizeOf(this);
+    return { x: 0, y: 0, top: 0, left: 0, width, height, right: width, bottom: height } as DOMRect;
+  };
+  for (const [key] of saved) {
+    Object.defineProperty(HTMLElement.prototype, key, {
+      configurable: true,
+      get(this: HTMLElement) {
+        return key === 'offsetWidth' ? sizeOf(this).width : sizeOf(this).height;
+      },
+    });
+  }
+});
+afterAll(() => {
+  HTMLElement.prototype.getBoundingClientRect = savedRect;
+  for (const [key, descriptor] of saved) if (descriptor) Object.defineProperty(HTMLElement.prototype, key, descriptor);
+});
 
 let root: Root | null = null;
 afterEach(() => {
@@ -98,7 +129,13 @@ describe('the fork tree', () => {
     ]);
     const chain = container.querySelector<HTMLElement>('[aria-label$="collapsed"]')!;
     await act(async () => chain.closest<HTMLElement>('.react-flow__node')!.click());
-    expect(items()).toHaveLength(13);
+    // The tree re-fits to its new size (after a moment, with a short animation): then every card is in view.
+    await act(async () => new Promise((resolve) => setTimeout(resolve, 500)));
+    // Thirteen cards laid out (the overview draws them all); too wide to read whole, the pane shows those around
+    // the selected VM, each snapshot on its own card.
+    expect(container.querySelectorAll('.react-flow__minimap-node')).toHaveLength(13);
+    expect(items()).toContain('Snapshot s8');
+    expect(items().some((label) => label?.endsWith('collapsed'))).toBe(false);
     expect(store.getState().expandedChains[EP]).toEqual(['sn-aaaaaaaaa1']);
   });
 });

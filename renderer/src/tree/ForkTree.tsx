@@ -10,32 +10,17 @@ import {
   Position,
   ReactFlow,
   type Edge,
-  type Node,
   type NodeProps,
   type ReactFlowInstance,
 } from '@xyflow/react';
 import { memo, useEffect, useMemo, useRef } from 'react';
 import { useShallow } from 'zustand/react/shallow';
-import type { Snapshot, Vm } from '../../../electron/api/schema.js';
+import type { Vm } from '../../../electron/api/schema.js';
 import { useApp, useAppState } from '../app-context.js';
 import { formatTime } from '../format.js';
 import { snapshotsOf } from '../store/engine-state.js';
+import { flowNodes, treeViewport, type ChainData, type ChainNode, type SnapshotNode } from './flow-nodes.js';
 import { layoutTree } from './tree-layout.js';
-
-const NODE_W = 184;
-const NODE_H = 58;
-const DEPTH_STEP = NODE_W + 56;
-const BREADTH_STEP = NODE_H + 22;
-/** Below this zoom, names cannot be read: a large tree is shown around its focus instead of whole. */
-const READABLE_ZOOM = 0.35;
-const MINIMAP_ROOM = 190;
-
-type SnapshotData = { snapshot: Snapshot; here: Vm[]; selected: boolean };
-type ChainData = { count: number; first: string; from: string; to: string };
-type SnapshotNode = Node<SnapshotData, 'snapshot'>;
-type ChainNode = Node<ChainData, 'chain'>;
-
-const LIVE = new Set(['running', 'paused', 'creating']);
 
 const SnapshotCard = memo(function SnapshotCard({ data }: NodeProps<SnapshotNode>) {
   const { snapshot, here, selected } = data;
@@ -84,6 +69,9 @@ const ChainCard = memo(function ChainCard({ data }: NodeProps<ChainNode>) {
   );
 });
 
+const MINIMAP_ROOM = 190;
+const LIVE = new Set(['running', 'paused', 'creating']);
+
 // Outside the component: React Flow re-creates its node renderers when this object changes.
 const nodeTypes = { snapshot: SnapshotCard, chain: ChainCard };
 
@@ -127,36 +115,8 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
       ),
     [shapeKey, keepKey, expanded],
   );
-  const nodes = useMemo<(SnapshotNode | ChainNode)[]>(
-    () =>
-      layout.nodes.map((node) => {
-        const position = { x: node.depth * DEPTH_STEP, y: node.breadth * BREADTH_STEP };
-        // Sizes are known, so they count as measured: the minimap and culling need no DOM for offscreen nodes.
-        const size = { width: NODE_W, height: NODE_H, measured: { width: NODE_W, height: NODE_H } };
-        if (node.kind === 'chain') {
-          const name = (id: string) => snapshotsById[id]?.name ?? id;
-          const data = {
-            count: node.ids.length,
-            first: node.ids[0]!,
-            from: name(node.ids[0]!),
-            to: name(node.ids.at(-1)!),
-          };
-          return { id: node.id, type: 'chain', position, data, ...size } satisfies ChainNode;
-        }
-        const data = {
-          snapshot: snapshotsById[node.id]!,
-          here: here.get(node.id) ?? [],
-          selected: node.id === selected,
-        };
-        return {
-          id: node.id,
-          type: 'snapshot',
-          position,
-          data,
-          selected: node.id === selected,
-          ...size,
-        } satisfies SnapshotNode;
-      }),
+  const nodes = useMemo(
+    () => flowNodes(layout, snapshotsById, here, selected),
     [layout, snapshotsById, here, selected],
   );
   const edges = useMemo<Edge[]>(
@@ -178,22 +138,8 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
     const instance = flow.current;
     const size = box.current?.getBoundingClientRect();
     if (!instance || !size || size.width === 0) return;
-    const width = (layout.depth - 1) * DEPTH_STEP + NODE_W;
-    const height = (layout.breadth - 1) * BREADTH_STEP + NODE_H;
-    // The minimap takes the bottom right corner: the tree fits beside it.
-    const room = size.width - MINIMAP_ROOM;
-    const zoom = Math.min(1.2, (room * 0.92) / width, (size.height * 0.85) / height);
-    if (zoom >= READABLE_ZOOM) {
-      const x = (room - width * zoom) / 2;
-      const y = (size.height - height * zoom) / 2;
-      return void instance.setViewport({ x, y, zoom }, { duration });
-    }
-    // Too large to read whole: centre on where the selected VM is (else the newest node), at a readable zoom.
-    const target = layout.nodes.find((n) => n.id === (focus && layout.shownAs.get(focus))) ?? layout.nodes.at(-1);
-    if (!target) return;
-    const cx = target.depth * DEPTH_STEP + NODE_W / 2;
-    const cy = target.breadth * BREADTH_STEP + NODE_H / 2;
-    void instance.setViewport({ x: room / 2 - cx * 0.8, y: size.height / 2 - cy * 0.8, zoom: 0.8 }, { duration });
+    const shown = focus ? (layout.shownAs.get(focus) ?? null) : null;
+    void instance.setViewport(treeViewport(layout, size, MINIMAP_ROOM, shown), { duration });
   };
   // Fit when the tree gains or loses nodes (a fork, a checkpoint), not on every selection.
   useEffect(() => {

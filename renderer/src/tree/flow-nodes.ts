@@ -1,0 +1,83 @@
+// The fork tree's layout turned into what React Flow draws, outside React (STYLE.md): a node per shown snapshot or
+// collapsed chain at its grid place, with its size and handles given up front, and the viewport a tree opens at.
+import { Position, type Node, type NodeHandle, type Viewport } from '@xyflow/react';
+import type { Snapshot, Vm } from '../../../electron/api/schema.js';
+import type { TreeLayout } from './tree-layout.js';
+
+export const NODE_W = 184;
+export const NODE_H = 58;
+export const DEPTH_STEP = NODE_W + 56;
+export const BREADTH_STEP = NODE_H + 22;
+/** Below this zoom, names cannot be read: a large tree is shown around its focus instead of whole. */
+export const READABLE_ZOOM = 0.35;
+/** The zoom a tree too large to read whole opens at, around its focus. */
+export const FOCUS_ZOOM = 0.8;
+/**
+ * Where each card's handles are, given up front: React Flow renders every node it has not measured yet (to find its
+ * handles) before it culls to the visible ones, which for a 5,000-node tree meant mounting every card once.
+ */
+const HANDLES: NodeHandle[] = [
+  { id: null, type: 'target', position: Position.Left, x: 0, y: NODE_H / 2 - 0.5, width: 1, height: 1 },
+  { id: null, type: 'source', position: Position.Right, x: NODE_W - 1, y: NODE_H / 2 - 0.5, width: 1, height: 1 },
+];
+
+export type SnapshotData = { snapshot: Snapshot; here: Vm[]; selected: boolean };
+export type ChainData = { count: number; first: string; from: string; to: string };
+export type SnapshotNode = Node<SnapshotData, 'snapshot'>;
+export type ChainNode = Node<ChainData, 'chain'>;
+
+export function flowNodes(
+  layout: TreeLayout,
+  snapshotsById: Readonly<Record<string, Snapshot>>,
+  here: ReadonlyMap<string, Vm[]>,
+  selected: string | null,
+): (SnapshotNode | ChainNode)[] {
+  return layout.nodes.map((node) => {
+    const position = { x: node.depth * DEPTH_STEP, y: node.breadth * BREADTH_STEP };
+    // Sizes are known, so they count as measured: the minimap and culling need no DOM for offscreen nodes.
+    const size = { width: NODE_W, height: NODE_H, measured: { width: NODE_W, height: NODE_H }, handles: HANDLES };
+    if (node.kind === 'chain') {
+      const name = (id: string) => snapshotsById[id]?.name ?? id;
+      const data = {
+        count: node.ids.length,
+        first: node.ids[0]!,
+        from: name(node.ids[0]!),
+        to: name(node.ids.at(-1)!),
+      };
+      return { id: node.id, type: 'chain', position, data, ...size } satisfies ChainNode;
+    }
+    const data = { snapshot: snapshotsById[node.id]!, here: here.get(node.id) ?? [], selected: node.id === selected };
+    return {
+      id: node.id,
+      type: 'snapshot',
+      position,
+      data,
+      selected: node.id === selected,
+      ...size,
+    } satisfies SnapshotNode;
+  });
+}
+
+/**
+ * The viewport a tree opens at in a pane of `size`, computed from the layout (React Flow's own fitView waits for every
+ * node to be measured, which never happens for offscreen nodes when only visible ones are rendered): the whole tree
+ * when it can be read so, beside the minimap's `minimapRoom`; else the shown node `focus` (or the newest node) centred
+ * at FOCUS_ZOOM.
+ */
+export function treeViewport(
+  layout: TreeLayout,
+  size: { width: number; height: number },
+  minimapRoom: number,
+  focus: string | null,
+): Viewport {
+  const width = (layout.depth - 1) * DEPTH_STEP + NODE_W;
+  const height = (layout.breadth - 1) * BREADTH_STEP + NODE_H;
+  const room = size.width - minimapRoom;
+  const zoom = Math.min(1.2, (room * 0.92) / width, (size.height * 0.85) / height);
+  if (zoom >= READABLE_ZOOM) return { x: (room - width * zoom) / 2, y: (size.height - height * zoom) / 2, zoom };
+  const target = layout.nodes.find((n) => n.id === focus) ?? layout.nodes.at(-1);
+  if (!target) return { x: 0, y: 0, zoom: 1 };
+  const cx = target.depth * DEPTH_STEP + NODE_W / 2;
+  const cy = target.breadth * BREADTH_STEP + NODE_H / 2;
+  return { x: room / 2 - cx * FOCUS_ZOOM, y: size.height / 2 - cy * FOCUS_ZOOM, zoom: FOCUS_ZOOM };
+}
