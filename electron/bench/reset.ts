@@ -1,12 +1,8 @@
 // Benchmark `reset`: through a real engine (its own throwaway data dir), how long `reset` takes to give a clean
 // running machine from the Smolfile's base snapshot, and how long until that machine answers on its console; plus
 // the API's round trip. README, "Benchmarks"; docs/engine.md, "Base snapshots".
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { pidAlive } from '../engine/engine-process.js';
-import { Smol } from '../sdk/smol.js';
+import { withThrowawayEngine } from './throwaway-engine.js';
 import { benchHost, summarize, type BenchResult } from './vm-create.js';
 
 export interface ResetBenchOptions {
@@ -29,10 +25,7 @@ function probe(linux: boolean, n: number): { input: string; answer: RegExp } {
 }
 
 export async function benchReset(options: ResetBenchOptions): Promise<ResetBenchResult> {
-  const home = mkdtempSync(path.join(os.tmpdir(), 'smol-bench-reset-'));
-  const smol = await Smol.connect({ home });
-  const { pid } = await smol.api.request<{ pid: number }>('GET', '/api/v1/health');
-  try {
+  return withThrowawayEngine('reset', async (smol) => {
     options.progress(`starting an episode of ${options.smolfile} (the first boot bakes the base snapshot)`);
     const { episode, vm } = await smol.up(options.smolfile, { name: 'bench' });
     const linux = episode.base !== null;
@@ -76,10 +69,5 @@ export async function benchReset(options: ResetBenchOptions): Promise<ResetBench
         'target: reset → running at most 5 ms p50 on hardware KVM',
       ],
     };
-  } finally {
-    await smol.api.request('POST', '/api/v1/engine/shutdown').catch(() => undefined);
-    smol.api.close();
-    for (let i = 0; i < 300 && pidAlive(pid); i++) await new Promise((resolve) => setTimeout(resolve, 100));
-    rmSync(home, { recursive: true, force: true });
-  }
+  });
 }

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { GUEST_CMDLINE } from '../guest/guest-assets.js';
+import { findGuestAssets, GUEST_CMDLINE } from '../guest/guest-assets.js';
 import { DEFAULT_BENCH_GUEST, DEFAULT_QEMU, formatBenchResult, parseBenchArgs } from './bench.js';
 
 describe('smol bench arguments', () => {
@@ -25,14 +25,14 @@ describe('smol bench arguments', () => {
 
   it('needs a benchmark name, first', () => {
     expect(() => parseBenchArgs([])).toThrow(
-      'name a benchmark: vm-create, boot, snapshot, restore, fork, fanout, reset',
+      'name a benchmark: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, disk',
     );
     expect(() => parseBenchArgs(['--json', 'vm-create'])).toThrow('the benchmark name comes first (got --json)');
   });
 
   it('names the benchmarks it knows when given another', () => {
     expect(() => parseBenchArgs(['forks'])).toThrow(
-      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout, reset)',
+      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, disk)',
     );
   });
 
@@ -124,7 +124,25 @@ describe('smol bench arguments', () => {
       smolfile: path.resolve('my.smolfile'),
     });
     expect(() => parseBenchArgs(['reset', '--cpus', '2'])).toThrow('--cpus is not an option of the reset benchmark');
-    expect(() => parseBenchArgs(['fork', '-f', 'x'])).toThrow('--file is an option of the reset benchmark only');
+    expect(() => parseBenchArgs(['fork', '-f', 'x'])).toThrow(
+      '--file is an option of the reset, exec and files benchmarks only',
+    );
+  });
+
+  it('exec and files run 10 times on a Smolfile of the Linux guest, and need that guest', () => {
+    const built = findGuestAssets();
+    if (built.kernel && built.initramfs) {
+      expect(parseBenchArgs(['exec'])).toMatchObject({ name: 'exec', runs: 10 });
+      expect(parseBenchArgs(['files', '-f', 'x.smolfile'])).toMatchObject({
+        name: 'files',
+        smolfile: path.resolve('x.smolfile'),
+      });
+    } else {
+      expect(() => parseBenchArgs(['exec'])).toThrow(
+        'exec needs the Linux guest (its agent): run smol guest build first',
+      );
+    }
+    expect(() => parseBenchArgs(['files', '--cpus', '2'])).toThrow('--cpus is not an option of the files benchmark');
   });
 
   it('refuses Linux guest options for the tiny-guest benchmarks, pointing restore at --linux', () => {
@@ -152,6 +170,26 @@ describe('smol bench arguments', () => {
       initrd: path.resolve('i'),
     });
     expect(() => parseBenchArgs(['fork', '--linux'])).toThrow('--linux is an option of the restore benchmark only');
+  });
+
+  it('disk defaults to 5 runs of the built guest against QEMU, and takes the boot options', () => {
+    expect(parseBenchArgs(['disk'])).toEqual({
+      name: 'disk',
+      json: false,
+      runs: 5,
+      cmdline: GUEST_CMDLINE,
+      cpus: 1,
+      memoryMiB: 256,
+      qemu: DEFAULT_QEMU,
+    });
+    expect(parseBenchArgs(['disk', '--runs', '3', '--json', '--qemu', '/opt/qemu'])).toMatchObject({
+      name: 'disk',
+      json: true,
+      runs: 3,
+      qemu: '/opt/qemu',
+    });
+    expect(() => parseBenchArgs(['disk', '--forks', '2'])).toThrow('--forks is an option of the fanout benchmark only');
+    expect(() => parseBenchArgs(['disk', '--linux'])).toThrow('--linux is an option of the restore benchmark only');
   });
 
   it('prints the notes of a snapshot benchmark under its table', () => {
