@@ -64,7 +64,8 @@ Benchmarks:
   fanout      fork(N) of an idle echo guest until all N run and until all N echoed a byte, and host
               memory per idle fork (MemAvailable before and 1 s after, and the forks' private pages)
   reset       through a real engine: reset of an episode's VM until it runs again (its Smolfile's base
-              snapshot restored) and until its console answers, and the API's round trip
+              snapshot restored), until its console answers and (Linux) until its agent runs a command,
+              and the API's round trip
   exec        through a real engine and the guest agent: a command's round trip, one with 64 KiB of
               output, and a fork until its child's agent runs a command (needs the Linux guest)
   files       through a real engine and the guest agent: 16 MiB written into the guest and read
