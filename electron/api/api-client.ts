@@ -185,7 +185,12 @@ export class ApiClient {
     ws.on('message', (data, isBinary) => {
       const bytes = toBuffer(data);
       if (isBinary) return (bytes[0] === 2 ? options.onStderr : options.onStdout)(bytes.subarray(1));
-      const message = JSON.parse(bytes.toString('utf8')) as ExecExit & { type: string; message?: string };
+      let message: ExecExit & { type: string; message?: string };
+      try {
+        message = JSON.parse(bytes.toString('utf8')) as typeof message;
+      } catch {
+        message = { type: 'error', message: 'the engine sent a malformed exec message' } as typeof message;
+      }
       if (message.type === 'started' && options.stdin) void pumpStdin(options.stdin).catch(() => undefined);
       else if (message.type === 'exit') {
         ended = true;

@@ -3,11 +3,11 @@
 // the schemas say what is valid, and the EngineApi does the work.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { chmodSync, lstatSync, mkdtempSync, renameSync, rmSync, unlinkSync } from 'node:fs';
-import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import type { Duplex } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { z } from 'zod';
 import { ApiFailure, type EngineApi } from '../api/engine-api.js';
@@ -223,12 +223,9 @@ async function serveFile(api: EngineApi, vm: string, url: URL, req: http.Incomin
     const file = await api.readFile(vm, query.path);
     const length = file.size > 0 ? { 'content-length': file.size } : {};
     res.writeHead(200, { 'content-type': 'application/octet-stream', 'x-file-mode': file.mode.toString(8), ...length });
-    try {
-      for await (const chunk of file.stream) if (!res.write(chunk)) await once(res, 'drain');
-      res.end();
-    } catch {
-      res.destroy(); // the headers went out: a cut connection is how a failed transfer shows
-    }
+    // A failed transfer or a client that left: the headers went out, so a cut connection is how it shows, and
+    // pipeline destroys the guest file's stream (the agent is told to stop).
+    await pipeline(Readable.from(file.stream), res).catch(() => res.destroy());
     return;
   }
   if (req.method === 'PUT') {

@@ -10,6 +10,9 @@ import { ExecRequest } from '../api/schema.js';
 
 /** An events viewer this far behind is cut off rather than buffered without end. */
 const MAX_EVENT_BACKLOG = 64 << 20;
+/** An exec client this far behind on output, or this far ahead with stdin, is cut off (its command gets SIGHUP). */
+const MAX_EXEC_BACKLOG = 64 << 20;
+const MAX_EXEC_STDIN_QUEUED = 16 << 20;
 
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
@@ -74,10 +77,13 @@ class InputQueue implements AsyncIterable<Uint8Array> {
   readonly #chunks: Uint8Array[] = [];
   #ended = false;
   #wake: (() => void) | null = null;
+  /** Bytes pushed and not yet taken. */
+  queued = 0;
 
   push(chunk: Uint8Array): void {
     if (this.#ended) return;
     this.#chunks.push(chunk);
+    this.queued += chunk.length;
     this.#wake?.();
   }
 
@@ -89,8 +95,10 @@ class InputQueue implements AsyncIterable<Uint8Array> {
   async *[Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
     for (;;) {
       const chunk = this.#chunks.shift();
-      if (chunk) yield chunk;
-      else if (this.#ended) return;
+      if (chunk) {
+        this.queued -= chunk.length;
+        yield chunk;
+      } else if (this.#ended) return;
       else await new Promise<void>((resolve) => (this.#wake = resolve));
     }
   }
@@ -111,11 +119,20 @@ export function streamExec(api: EngineApi, vmRef: string, ws: WebSocket): void {
     sendJson({ type: 'error', message });
     ws.close(1000);
   };
-  const tagged = (tag: number) => (chunk: Buffer) =>
-    ws.readyState === ws.OPEN && ws.send(Buffer.concat([Buffer.from([tag]), chunk]), { binary: true });
   const stdin = new InputQueue();
   let process: GuestProcess | null = null;
   let requested = false;
+  let wantsInput = false;
+  let closed = false;
+  const cutOff = (why: string) => {
+    sendJson({ type: 'error', message: why });
+    ws.terminate();
+  };
+  const tagged = (tag: number) => (chunk: Buffer) => {
+    if (ws.readyState !== ws.OPEN) return;
+    if (ws.bufferedAmount > MAX_EXEC_BACKLOG) return cutOff('the client fell too far behind the output');
+    ws.send(Buffer.concat([Buffer.from([tag]), chunk]), { binary: true });
+  };
   ws.on('message', (data, isBinary) => {
     if (!requested) {
       requested = true;
@@ -128,6 +145,7 @@ export function streamExec(api: EngineApi, vmRef: string, ws: WebSocket): void {
       const { stdin: wantsStdin, ...rest } = (request ?? {}) as { stdin?: unknown };
       const parsed = parseInput(ExecRequest, rest, 'request');
       if (!parsed.ok) return fail(parsed.message);
+      wantsInput = wantsStdin === true;
       api
         .spawn(vmRef, parsed.value, {
           stdout: tagged(1),
@@ -136,6 +154,8 @@ export function streamExec(api: EngineApi, vmRef: string, ws: WebSocket): void {
         })
         .then((started) => {
           process = started;
+          // A client that left while the command started takes it with it all the same.
+          if (closed) started.kill('SIGHUP').catch(() => undefined);
           sendJson({ type: 'started' });
           return started.exit;
         })
@@ -146,7 +166,12 @@ export function streamExec(api: EngineApi, vmRef: string, ws: WebSocket): void {
         .catch((error: unknown) => fail(messageOf(error)));
       return;
     }
-    if (isBinary) return stdin.push(toBuffer(data));
+    if (isBinary) {
+      if (!wantsInput) return sendJson({ type: 'error', message: 'stdin was not asked for ("stdin": true)' });
+      stdin.push(toBuffer(data));
+      if (stdin.queued > MAX_EXEC_STDIN_QUEUED) cutOff('too much stdin ahead of the command');
+      return;
+    }
     let control;
     try {
       control = ExecControl.parse(JSON.parse(toBuffer(data).toString('utf8')));
@@ -158,6 +183,7 @@ export function streamExec(api: EngineApi, vmRef: string, ws: WebSocket): void {
   });
   // A client that leaves takes its process with it, as a closed terminal would.
   ws.on('close', () => {
+    closed = true;
     stdin.end();
     process?.kill('SIGHUP').catch(() => undefined);
   });

@@ -1,6 +1,6 @@
 // The engine's machinery under its API (engine.ts): records and their persistence, one vmhost per episode, console
 // hubs, per-VM locks, events, and the primitive moves of a VM (boot, restore, checkpoint, suspend, kill, reset).
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { AgentClient } from '../agent/agent-client.js';
 import { ApiFailure } from '../api/engine-api.js';
@@ -68,7 +68,7 @@ export class EngineCore {
   readonly #autoTimers = new Map<string, NodeJS.Timeout>();
   #instanceCount = 0;
   /** The guest agent's client for each live native instance that has a vsock device. */
-  readonly #agents = new Map<string, { client: AgentClient; settled: Promise<unknown> }>();
+  readonly #agents = new Map<string, { client: AgentClient; settled: Promise<unknown>; remint: () => Promise<void> }>();
   protected readonly metricsHistory = new MetricsHistory();
   #metricsTimer: NodeJS.Timeout | null = null;
   #sampling = false;
@@ -319,6 +319,8 @@ export class EngineCore {
   protected attach(vm: VmRecord): string {
     this.hub(vm); // before the instance exists, so none of its output is dropped
     const instance = `${vm.id}#${++this.#instanceCount}`;
+    // A socket left by a VMM killed outright (the count restarts with the engine) must not pass for this one's.
+    rmSync(this.vsockPathOf(instance), { force: true });
     this.#instances.set(vm.id, instance);
     this.#owners.set(instance, vm.id);
     return instance;
@@ -352,11 +354,17 @@ export class EngineCore {
       this.emit({ type: 'vm.updated', vm: vmView(vm) });
     };
     update('connecting');
+    // A hostname takes letters, digits, '-' and '.': a VM name's '_' becomes '-'.
+    const hostname = vm.name.replace(/[^A-Za-z0-9.-]/g, '-').slice(0, 63);
+    let reminted = !remint;
+    const remintOnce = async () => {
+      if (reminted || !current()) return;
+      await client.remint({ hostname });
+      reminted = true;
+    };
     const ready = async () => {
       await client.ready({ timeoutMs: AGENT_READY_MS });
-      // A hostname takes letters, digits, '-' and '.': a VM name's '_' becomes '-'.
-      const hostname = vm.name.replace(/[^A-Za-z0-9.-]/g, '-').slice(0, 63);
-      if (remint && current()) await client.remint({ hostname });
+      await remintOnce();
     };
     const settled = ready().then(
       () => update('ready'),
@@ -367,7 +375,7 @@ export class EngineCore {
       },
     );
     // Commands wait for the new identity: a fork's first command must not see its parent's hostname.
-    this.#agents.set(instance, { client, settled });
+    this.#agents.set(instance, { client, settled, remint: remintOnce });
   }
 
   /** The agent of a running VM, connected (again, after a restore or fork reset the connection). */
@@ -382,10 +390,11 @@ export class EngineCore {
         `${vm.name} (${vm.id}) has no guest agent: its Smolfile boots a bare kernel (image = "builtin" has one)`,
       );
     }
-    const { client, settled } = agent;
+    const { client, settled, remint } = agent;
     try {
       await settled;
       await client.ready({ timeoutMs: AGENT_READY_MS });
+      await remint(); // a fork never runs a command with its parent's identity: retried here if it failed
     } catch (error) {
       throw new ApiFailure(503, `the agent of ${vm.name} (${vm.id}) does not answer: ${(error as Error).message}`);
     }

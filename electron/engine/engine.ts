@@ -421,6 +421,7 @@ export class Engine extends EngineCore implements EngineApi {
       onStdout: io.stdout,
       onStderr: io.stderr,
     });
+    process.result.catch(() => undefined); // a start that fails rejects both; the caller hears it through pid
     await guestCall(process.pid);
     return {
       exit: guestCall(process.result).then(exitOf),
@@ -544,7 +545,8 @@ async function guestCall<T>(work: Promise<T>): Promise<T> {
     return await work;
   } catch (error) {
     if (!(error instanceof AgentError)) throw error;
-    const lost = ['ECONNRESET', 'EPIPE', 'ENOTCONN', 'ETIMEDOUT', 'EPROTO'].includes(error.code);
+    // ECANCELED: the VM ended (killed, reset, stopped) while the call ran, and its connection with it.
+    const lost = ['ECONNRESET', 'EPIPE', 'ENOTCONN', 'ETIMEDOUT', 'EPROTO', 'ECANCELED'].includes(error.code);
     throw new ApiFailure(lost ? 503 : 400, error.message);
   }
 }

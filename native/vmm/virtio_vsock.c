@@ -508,7 +508,7 @@ static int vsock_tx(struct virtio_vsock *vs, const char **why)
 	int ret, done = 0;
 
 	while ((ret = virtq_pop(q, t->mem, ch, why)) > 0) {
-		struct vsock_hdr h;
+		struct vsock_hdr h = { 0 };
 
 		if (ch->out_len < VSOCK_HDR_LEN || virtq_chain_read(ch, t->mem, 0, &h, sizeof(h)) != sizeof(h) ||
 		    h.src_cid != vs->guest_cid || h.dst_cid != VSOCK_HOST_CID || h.type != VSOCK_TYPE_STREAM) {
