@@ -145,6 +145,12 @@ export async function runEngine(options: {
   // The built UI for web mode (npm run build:renderer makes it).
   const staticRoot = path.join(packageRoot, 'dist', 'renderer');
   const server = await startApiServer({ api: engine, socketPath: paths.socket, staticRoot });
+  // Before any other await: a client that connects the moment the socket appears (smol serve right after starting
+  // the engine) must find the engine able to open listeners. No request is handled before this continuation runs.
+  engine.listeners = {
+    add: (host, port) => server.addTcp({ host, port, token: randomBytes(24).toString('base64url') }),
+    close: (port) => server.closeTcp(port),
+  };
   await writeFileAtomic(
     paths.info,
     JSON.stringify({ pid: process.pid, version: options.version, started: new Date().toISOString() }),
@@ -181,10 +187,6 @@ export async function runEngine(options: {
     void stop('an uncaught exception');
   });
   engine.onShutdownRequest = () => void stop('asked through the API');
-  engine.listeners = {
-    add: (host, port) => server.addTcp({ host, port, token: randomBytes(24).toString('base64url') }),
-    close: (port) => server.closeTcp(port),
-  };
   void engine.resumeSuspended();
   await done;
   return 0;
