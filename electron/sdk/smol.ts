@@ -1,6 +1,7 @@
 // The TypeScript SDK (README, "SDK"): what an agent harness uses to run episodes. A thin, typed layer over the API;
 // it starts the data dir's engine when none runs, so a script needs nothing else.
 import path from 'node:path';
+import type { ExecOptions } from '../agent/agent-process.js';
 import type { ApiClient, ExecExit } from '../api/api-client.js';
 import type {
   CreateEpisodeResponse,
@@ -21,21 +22,10 @@ import { connectEngine, type ConnectOptions } from './engine-connection.js';
 export type { ConnectOptions } from './engine-connection.js';
 export type { EngineEvent, Episode, Snapshot, Vm } from '../api/schema.js';
 export type { ExecExit } from '../api/api-client.js';
+/** The agent's own exec options: env, cwd, stdin, timeoutMs, onStdout and onStderr. */
+export type { ExecOptions } from '../agent/agent-process.js';
 
 const enc = encodeURIComponent;
-
-export interface ExecOptions {
-  /** Added to (and overriding) the agent's environment. */
-  env?: Record<string, string>;
-  cwd?: string;
-  /** The command's stdin; without it, it reads /dev/null. */
-  stdin?: string | Uint8Array | AsyncIterable<Uint8Array>;
-  /** The agent kills the command's process group after this long (the result then has `timedOut`). */
-  timeoutMs?: number;
-  /** Output as it comes; without these, it is collected into the result. */
-  onStdout?: (chunk: Buffer) => void;
-  onStderr?: (chunk: Buffer) => void;
-}
 
 export interface ExecResult extends ExecExit {
   /** What the command wrote, when no onStdout / onStderr callback was given (else empty). */
