@@ -3,7 +3,7 @@
 // kvm-amd) where /dev/kvm behaves like hardware KVM. See docs/lab.md.
 //
 //   npm run lab -- <command> [args...]
-//   node scripts/lab.js [--timeout SECONDS] [--memory MiB] [--cpus N] [--forward PORT]... [--verbose] -- <command...>
+//   node scripts/lab.js [--timeout SECONDS] [--stall SECONDS] [--memory MiB] [--cpus N] [--forward PORT]... [--verbose] -- <command...>
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -21,15 +21,25 @@ options:
   --timeout SECONDS  stop the lab after this long (default 1800)
   --memory MiB       lab VM memory (default 4096)
   --cpus N           lab VM vCPUs (default 1: with 2 the lab kernel freezes or panics under VM churn, docs/lab.md)
+  --stall SECONDS    treat a command that writes nothing for this long as hung: ask the lab what it was doing
+                     (saved under <cache>/lab/logs), stop it and exit 124 (default: no limit)
   --forward PORT     make a TCP server the command runs on PORT in the lab reachable at 127.0.0.1:PORT on this
                      machine (repeatable; the lab still reaches nothing outside)
   --verbose          show the lab's serial console (boot noise) on stderr`;
 
-const OPTIONS = { '--timeout': 'timeoutSeconds', '--memory': 'memory', '--cpus': 'cpus' };
+const OPTIONS = { '--timeout': 'timeoutSeconds', '--stall': 'stallSeconds', '--memory': 'memory', '--cpus': 'cpus' };
 
 /** Options come first; the first argument that is not one (or everything after `--`) is the command. */
 export function parseArgs(args) {
-  const options = { timeoutSeconds: 1800, memory: 4096, cpus: 1, forwards: [], verbose: false, argv: [] };
+  const options = {
+    timeoutSeconds: 1800,
+    stallSeconds: 0,
+    memory: 4096,
+    cpus: 1,
+    forwards: [],
+    verbose: false,
+    argv: [],
+  };
   for (let i = 0; i < args.length; i++) {
     const [flag, inline] = args[i].split(/=(.*)/s);
     if (args[i] === '--') return { ...options, argv: args.slice(i + 1) };

@@ -59,6 +59,8 @@ find_port() { # virtio-serial port name -> /dev node (ports appear shortly after
 }
 
 load_modules
+# Every SysRq function, so that the host can ask a hung lab for its tasks' kernel stacks (scripts/lab/hang.js).
+echo 1 >/proc/sys/kernel/sysrq
 mount_filesystems
 # Loopback only (no network leaves the lab): servers the tests start on 127.0.0.1 must be reachable.
 ip link set lo up || fail network "cannot bring up the loopback interface"

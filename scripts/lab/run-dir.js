@@ -89,6 +89,7 @@ export function createRunDir({ cwd, argv, env, shares }) {
     dir,
     stdoutSocket: path.join(dir, 'stdout.sock'),
     stderrSocket: path.join(dir, 'stderr.sock'),
+    monitorSocket: path.join(dir, 'monitor.sock'),
     remove: () => fs.rmSync(dir, { recursive: true, force: true }),
   };
 }

@@ -9,6 +9,7 @@ import readline from 'node:readline';
 import { spawn } from 'node:child_process';
 import { createEndMarkerSplitter } from './end-marker.js';
 import { EXIT, LabError, progress } from './errors.js';
+import { diagnoseHang, openMonitor, startKeepalive } from './hang.js';
 
 const QEMU = 'qemu-system-x86_64';
 const QEMU_NOISE = /TCG doesn't support requested feature|terminating on signal/;
@@ -49,6 +50,8 @@ export function qemuArgs({ kernel, initrd, run, shares, nonce, memory, cpus, for
   return [
     ...['-M', 'q35', '-accel', 'tcg,thread=multi', '-cpu', 'EPYC,+svm', '-smp', String(cpus), '-m', String(memory)],
     ...['-nodefaults', '-nographic', '-serial', 'stdio', '-no-reboot'],
+    // The monitor: the keep-alive key presses, and what a run that hung was doing (scripts/lab/hang.js).
+    ...['-monitor', `unix:${run.monitorSocket},server=on,wait=off`],
     ...['-kernel', kernel.bootImage, '-initrd', initrd],
     ...['-append', `${KERNEL_CMDLINE} smol.nonce=${nonce}`],
     ...virtfs('hostroot', '/', true),
@@ -61,8 +64,11 @@ export function qemuArgs({ kernel, initrd, run, shares, nonce, memory, cpus, for
   ];
 }
 
-/** Listens on `socket` for QEMU's connection and copies its bytes to `sink` until the end marker. */
-async function openChannel(socket, token, sink) {
+/**
+ * Listens on `socket` for QEMU's connection and copies its bytes to `sink` until the end marker; `onData` hears of
+ * every chunk (the stall watch).
+ */
+async function openChannel(socket, token, sink, onData) {
   let resolveEnd;
   const ended = new Promise((resolve) => (resolveEnd = resolve));
   let sinkClosed = false; // e.g. `npm run lab -- … | head`: drop the rest, let the command finish, keep its status
@@ -71,6 +77,7 @@ async function openChannel(socket, token, sink) {
   const server = net.createServer((connection) => {
     const push = createEndMarkerSplitter(token, write, resolveEnd);
     connection.on('data', (chunk) => {
+      onData();
       push(chunk);
       if (sink.writableNeedDrain) {
         connection.pause();
@@ -118,6 +125,8 @@ function watchConsole(stream, nonce, state, verbose, bootStart) {
   const status = new RegExp(`SMOL-LAB-(START|FAIL|DONE)-${nonce} ?(.*)`);
   lines.on('line', (raw) => {
     const line = raw.replace(/\r$/, '');
+    state.lastConsoleLine = performance.now();
+    state.dumpLines?.push(line);
     state.consoleTail.push(line);
     if (state.consoleTail.length > CONSOLE_TAIL_LINES) state.consoleTail.shift();
     if (verbose)
@@ -168,10 +177,27 @@ function waitForTimeout(seconds, state) {
   return expired;
 }
 
-function saveConsoleLog(state, logDir) {
+/**
+ * Resolves when the command has written nothing to stdout or stderr for `seconds` (0: never). A test run that
+ * prints nothing for that long is taken to be hung; the lab is then asked why (scripts/lab/hang.js) and stopped.
+ */
+function waitForStall(seconds, state) {
+  if (!seconds) return new Promise(() => {});
+  let timer;
+  const stalled = new Promise((resolve) => {
+    timer = setInterval(() => {
+      if (state.startedAt && performance.now() - state.lastOutput >= seconds * 1000) resolve({ stalled: true });
+    }, 1000);
+  });
+  state.cleanups.push(() => clearInterval(timer));
+  return stalled;
+}
+
+function saveConsoleLog(state, logDir, report = []) {
   fs.mkdirSync(logDir, { recursive: true });
   const file = path.join(logDir, `console-${new Date().toISOString().replaceAll(':', '-')}-${process.pid}.log`);
-  fs.writeFileSync(file, state.consoleTail.join('\n') + '\n');
+  const hang = report.length > 0 ? ['', '== what the hung lab was doing (scripts/lab/hang.js)', ...report] : [];
+  fs.writeFileSync(file, [...state.consoleTail, ...hang].join('\n') + '\n');
   const old = fs.readdirSync(logDir).sort().reverse().slice(KEPT_CONSOLE_LOGS);
   for (const name of old) fs.rmSync(path.join(logDir, name), { force: true });
   return file;
@@ -180,8 +206,13 @@ function saveConsoleLog(state, logDir) {
 /** Turns how the run ended into the command's exit status, or a LabError saying what went wrong. */
 function interpret(outcome, state, options) {
   if ('status' in outcome && Number.isInteger(outcome.status)) return outcome.status;
-  if (outcome.timedOut)
-    throw new LabError(EXIT.timeout, `timed out after ${options.timeoutSeconds} s; the lab VM was stopped`);
+  if (outcome.timedOut || outcome.stalled) {
+    const why = outcome.timedOut
+      ? `timed out after ${options.timeoutSeconds} s`
+      : `the command wrote nothing for ${options.stallSeconds} s (--stall)`;
+    const log = saveConsoleLog(state, options.logDir, outcome.report);
+    throw new LabError(EXIT.timeout, `${why}; the lab VM was stopped (its console and what it was doing: ${log})`);
+  }
   if (outcome.signal) {
     throw new LabError(
       128 + os.constants.signals[outcome.signal],
@@ -212,7 +243,7 @@ function interpret(outcome, state, options) {
  * QEMU is stopped on every path out of here.
  */
 export async function runInLab(options) {
-  const { run, nonce, verbose, timeoutSeconds } = options;
+  const { run, nonce, verbose, timeoutSeconds, stallSeconds } = options;
   const state = {
     consoleTail: [],
     qemuErrors: [],
@@ -220,13 +251,24 @@ export async function runInLab(options) {
     panic: null,
     startedAt: null,
     alarmLines: 0,
+    lastOutput: performance.now(),
+    lastConsoleLine: 0,
+    dumpLines: null,
     cleanups: [],
   };
-  const stdout = await openChannel(run.stdoutSocket, `SMOL-LAB-EXIT-${nonce}=`, process.stdout);
-  const stderr = await openChannel(run.stderrSocket, `SMOL-LAB-END-${nonce}`, process.stderr);
+  const onData = () => (state.lastOutput = performance.now());
+  const stdout = await openChannel(run.stdoutSocket, `SMOL-LAB-EXIT-${nonce}=`, process.stdout, onData);
+  const stderr = await openChannel(run.stderrSocket, `SMOL-LAB-END-${nonce}`, process.stderr, onData);
   const bootStart = performance.now();
   const qemu = spawnQemu(qemuArgs(options));
+  let monitor = null;
+  let over = false;
   try {
+    const monitorReady = openMonitor(run.monitorSocket).then((opened) => {
+      if (over) return void opened?.close(); // QEMU ended before its monitor was reached
+      monitor = opened;
+      if (opened) state.cleanups.push(startKeepalive(opened), () => opened.close());
+    });
     watchConsole(qemu.child.stdout, nonce, state, verbose, bootStart);
     watchQemuStderr(qemu.child.stderr, state, verbose);
     const finished = Promise.all([stdout.ended, stderr.ended]).then(([status]) => ({ status: Number(status) }));
@@ -235,10 +277,21 @@ export async function runInLab(options) {
       qemu.exited,
       waitForSignal(state),
       waitForTimeout(timeoutSeconds, state),
+      waitForStall(stallSeconds, state),
     ]);
+    if (outcome.timedOut || outcome.stalled) {
+      progress(
+        outcome.timedOut
+          ? 'timed out; asking the lab what it was doing…'
+          : `no output for ${stallSeconds} s; asking the lab what it was doing…`,
+      );
+      await monitorReady;
+      outcome.report = await diagnoseHang(monitor, state);
+    }
     if (verbose && state.startedAt) progress(`booted in ${((state.startedAt - bootStart) / 1000).toFixed(1)} s`);
     return interpret(outcome, state, options);
   } finally {
+    over = true;
     state.cleanups.forEach((cleanup) => cleanup());
     await stopQemu(qemu);
     process.off('exit', qemu.killOnExit);

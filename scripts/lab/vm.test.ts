@@ -6,7 +6,7 @@ import { qemuArgs } from './vm.js';
 const base = {
   kernel: { bootImage: '/cache/vmlinux' },
   initrd: '/cache/initramfs.cpio',
-  run: { dir: '/tmp/run', stdoutSocket: '/tmp/run/out', stderrSocket: '/tmp/run/err' },
+  run: { dir: '/tmp/run', stdoutSocket: '/tmp/run/out', stderrSocket: '/tmp/run/err', monitorSocket: '/tmp/run/mon' },
   shares: [],
   nonce: '0123456789abcdef',
   memory: 4096,
@@ -25,5 +25,10 @@ describe('qemuArgs', () => {
     const netdev = args[args.indexOf('-netdev') + 1];
     expect(netdev).toBe('user,id=lan,restrict=on,hostfwd=tcp:127.0.0.1:8080-:8080,hostfwd=tcp:127.0.0.1:9000-:9000');
     expect(args[args.indexOf('-netdev') + 3]).toBe('virtio-net-pci,netdev=lan');
+  });
+
+  it('has a monitor on a Unix socket in the run directory, for the keep-alive and hang reports', () => {
+    const args: string[] = qemuArgs({ ...base, forwards: [] });
+    expect(args[args.indexOf('-monitor') + 1]).toBe('unix:/tmp/run/mon,server=on,wait=off');
   });
 });
