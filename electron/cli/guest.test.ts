@@ -28,11 +28,12 @@ describe('smol guest arguments', () => {
 
 describe('smol guest info output', () => {
   it('an empty cache says what to run', () => {
-    expect(formatGuestInfo({ dir: '/c/guest', kernel: null, initramfs: null })).toBe(
+    expect(formatGuestInfo({ dir: '/c/guest', kernel: null, initramfs: null, rootfs: null })).toBe(
       [
         'cache      /c/guest',
         'kernel     none built; run smol guest build',
         'initramfs  none built; run smol guest build',
+        'rootfs     none built; run smol guest build',
         '',
       ].join('\n'),
     );
@@ -50,8 +51,26 @@ describe('smol guest info output', () => {
         upToDate: false,
       },
       initramfs: { hash: 'b', file: '/c/guest/initramfs-b.cpio', present: false, size: null, upToDate: true },
+      rootfs: null,
     });
     expect(text).toContain('kernel     /c/guest/kernel-a/vmlinux (outdated: the recipe changed; run smol guest build)');
     expect(text).toContain('initramfs  /c/guest/initramfs-b.cpio is missing; run smol guest build');
+  });
+
+  it('the root disk shows its size and what the sparse file takes on disk', () => {
+    const text = formatGuestInfo({
+      dir: '/c/guest',
+      kernel: null,
+      initramfs: null,
+      rootfs: {
+        hash: 'c',
+        file: '/c/guest/rootfs-c.ext4',
+        present: true,
+        size: 2 * 1024 ** 3,
+        allocated: 3.5 * 1024 ** 2,
+        upToDate: true,
+      },
+    });
+    expect(text).toContain('rootfs     /c/guest/rootfs-c.ext4 (2.0 GiB ext4, 3.5 MiB on disk, matches this checkout)');
   });
 });

@@ -1,7 +1,7 @@
-// `smol guest build` and `smol guest info`: the Linux guest's kernel and base initramfs (docs/guest.md).
+// `smol guest build` and `smol guest info`: the Linux guest's kernel, base initramfs and root disk (docs/guest.md).
 import { constants as os } from 'node:os';
 import { ProgressDisplay, formatElapsed } from '../guest/build-progress.js';
-import { GUEST_CMDLINE } from '../guest/guest-assets.js';
+import { GUEST_CMDLINE, GUEST_ROOT_CMDLINE } from '../guest/guest-assets.js';
 import { buildGuest, type GuestBuildResult } from '../guest/guest-build.js';
 import { guestInfo, type GuestInfo } from '../guest/guest-info.js';
 import { parseFlags } from './args.js';
@@ -11,11 +11,12 @@ export const GUEST_HELP = `Usage: smol guest build [--force] [--json]
        smol guest info [--json]
 
 build   Builds the Linux guest kernel (Debian's linux-source, tinyconfig plus
-        resources/guest-kernel/smol.config) and the base initramfs (busybox-static and
-        resources/guest-initramfs) into the cache, unless they are there already. Installs the
-        Debian packages it needs when run as root. The kernel takes 10 to 20 minutes on 2 cores.
-info    Says which kernel and initramfs are current, where they are, and whether they
-        still match the recipe in this checkout.
+        resources/guest-kernel/smol.config), the base initramfs (busybox-static and
+        resources/guest-initramfs) and a root disk with the same files (a sparse 2 GiB ext4
+        image) into the cache, unless they are there already. Installs the Debian packages it
+        needs when run as root. The kernel takes 10 to 20 minutes on 2 cores.
+info    Says which kernel, initramfs and root disk are current, where they are, and whether
+        they still match the recipe in this checkout.
 
 Options:
   --force      build again even when the cache has a build of the same inputs
@@ -51,9 +52,12 @@ export function parseGuestArgs(argv: string[]): GuestArgs | 'help' {
 }
 
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+const gib = (bytes: number) => `${(bytes / 1024 ** 3).toFixed(1)} GiB`;
+/** A sparse disk image: its size, and what it takes on the host's disk. */
+const diskSize = (size: number, allocated: number) => `${gib(size)} ext4, ${mib(allocated)} on disk`;
 
 export function formatBuildResult(result: GuestBuildResult): string {
-  const { kernel, initramfs } = result;
+  const { kernel, initramfs, rootfs } = result;
   const build = kernel.info;
   const how = kernel.cached ? 'cached' : `built in ${formatElapsed((build?.buildSeconds ?? 0) * 1000)}`;
   const kernelLine = build
@@ -62,7 +66,10 @@ export function formatBuildResult(result: GuestBuildResult): string {
   return [
     `kernel     ${kernel.dir}/vmlinux (${kernelLine})`,
     `initramfs  ${initramfs.file} (${mib(initramfs.size)}${initramfs.cached ? ', cached' : ''})`,
+    `rootfs     ${rootfs.file} (${diskSize(rootfs.size, rootfs.allocated)}${rootfs.cached ? ', cached' : ''})`,
     `boot it:   smol boot   (the same as: smol boot --kernel ${kernel.dir}/vmlinux --initrd ${initramfs.file} --cmdline '${GUEST_CMDLINE}')`,
+    `           from the root disk instead: no initrd, the rootfs as the disk's base, and '${GUEST_ROOT_CMDLINE}'`,
+    `           added to the command line (docs/guest.md, "The root disk")`,
     '',
   ].join('\n');
 }
@@ -74,7 +81,7 @@ function freshness(upToDate: boolean | null): string {
 
 export function formatGuestInfo(info: GuestInfo): string {
   const lines = [`cache      ${info.dir}`];
-  const { kernel, initramfs } = info;
+  const { kernel, initramfs, rootfs } = info;
   if (!kernel) lines.push('kernel     none built; run smol guest build');
   else if (!kernel.present) lines.push(`kernel     ${kernel.vmlinux} is missing; run smol guest build`);
   else {
@@ -84,6 +91,12 @@ export function formatGuestInfo(info: GuestInfo): string {
   if (!initramfs) lines.push('initramfs  none built; run smol guest build');
   else if (!initramfs.present) lines.push(`initramfs  ${initramfs.file} is missing; run smol guest build`);
   else lines.push(`initramfs  ${initramfs.file} (${mib(initramfs.size ?? 0)}, ${freshness(initramfs.upToDate)})`);
+  if (!rootfs) lines.push('rootfs     none built; run smol guest build');
+  else if (!rootfs.present) lines.push(`rootfs     ${rootfs.file} is missing; run smol guest build`);
+  else {
+    const size = diskSize(rootfs.size ?? 0, rootfs.allocated ?? 0);
+    lines.push(`rootfs     ${rootfs.file} (${size}, ${freshness(rootfs.upToDate)})`);
+  }
   return lines.join('\n') + '\n';
 }
 

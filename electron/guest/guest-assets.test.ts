@@ -27,8 +27,9 @@ function touch(relative: string) {
 
 const KERNEL = { hash: 'aaaa', vmlinux: 'kernel-aaaa/vmlinux', bzImage: 'kernel-aaaa/bzImage' };
 const INITRAMFS = { hash: 'bbbb', file: 'initramfs-bbbb.cpio' };
+const ROOTFS = { hash: 'cccc', file: 'rootfs-cccc.ext4' };
 
-describe('finding the guest kernel and initramfs', () => {
+describe('finding the guest kernel, initramfs and root disk', () => {
   it('an empty cache (no guest directory at all) has neither', () => {
     expect(findGuestAssets(env)).toEqual({});
   });
@@ -44,6 +45,14 @@ describe('finding the guest kernel and initramfs', () => {
     const initramfs = touch(INITRAMFS.file);
     updateCurrentGuest(guestDir, { kernel: KERNEL, initramfs: INITRAMFS });
     expect(findGuestAssets(env)).toEqual({ kernel: vmlinux, initramfs });
+  });
+
+  it('the root disk is found once built, as an absolute path', () => {
+    const vmlinux = touch(KERNEL.vmlinux);
+    const initramfs = touch(INITRAMFS.file);
+    const rootfs = touch(ROOTFS.file);
+    updateCurrentGuest(guestDir, { kernel: KERNEL, initramfs: INITRAMFS, rootfs: ROOTFS });
+    expect(findGuestAssets(env)).toEqual({ kernel: vmlinux, initramfs, rootfs });
   });
 
   it('a kernel build that failed after the initramfs was built leaves the initramfs usable', () => {
@@ -66,14 +75,16 @@ describe('finding the guest kernel and initramfs', () => {
     expect(findGuestAssets(env)).toEqual({});
   });
 
-  it('recording a new kernel keeps the current initramfs', () => {
+  it('recording a new kernel keeps the current initramfs and root disk', () => {
     mkdirSync(guestDir, { recursive: true });
     updateCurrentGuest(guestDir, { initramfs: INITRAMFS });
+    updateCurrentGuest(guestDir, { rootfs: ROOTFS });
     updateCurrentGuest(guestDir, { kernel: KERNEL }, new Date('2026-01-02T03:04:05Z'));
     expect(readCurrentGuest(guestDir)).toEqual({
       format: 1,
       kernel: KERNEL,
       initramfs: INITRAMFS,
+      rootfs: ROOTFS,
       updated: '2026-01-02T03:04:05.000Z',
     });
     expect(readdirSync(guestDir)).toEqual(['current.json']); // no temporary file left behind

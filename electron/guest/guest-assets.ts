@@ -1,12 +1,13 @@
-// Where the Linux guest's kernel and initramfs live, and which ones are current.
+// Where the Linux guest's kernel, initramfs and root disk live, and which ones are current.
 //
 //   <cache>/guest/                        (guestCacheDir: ${SMOL_CACHE:-${XDG_CACHE_HOME:-~/.cache}/smol-studio}/guest)
 //     kernel-<hash>/vmlinux               ELF64, physical load addresses: what the VMM boots
 //     kernel-<hash>/bzImage               the same kernel, compressed, for boot loaders that want one
 //     kernel-<hash>/config, build.json    the final .config and how it was built
 //     initramfs-<hash>.cpio               newc cpio, uncompressed
-//     current.json                        the kernel and initramfs `smol guest build` built or found last
-//     logs/                               the output of the last kernel build for each hash
+//     rootfs-<hash>.ext4                  the initramfs's tree on a sparse raw ext4 image: a disk base (docs/disks.md)
+//     current.json                        the kernel, initramfs and root disk `smol guest build` built or found last
+//     logs/                               the output of the last kernel and root disk build for each hash
 //
 // Entries are published atomically (written under a temporary name, flushed, then renamed), so a reader sees either
 // nothing or a complete entry. current.json holds paths relative to the guest directory.
@@ -20,6 +21,13 @@ export const CURRENT_FILE = 'current.json';
  * `quiet`: each console byte is a VM exit, and in the lab the boot messages were 3.4 s of a 4.5 s boot (docs/guest.md).
  */
 export const GUEST_CMDLINE = 'console=ttyS0 reboot=k panic=-1 pci=off quiet';
+/**
+ * What to add to GUEST_CMDLINE to boot from the root disk (the rootfs image as the VM's disk base) with no initrd:
+ * /dev/vda is the root, mounted read-write by the kernel (each VM writes to its own layer over the shared image), and
+ * waited for rather than a panic should the disk show up late; PID 1 is /init, the same script as in the initramfs,
+ * not the kernel's default /sbin/init (busybox init, which would skip our mounts and the ready line).
+ */
+export const GUEST_ROOT_CMDLINE = 'root=/dev/vda rw rootwait init=/init';
 const CURRENT_FORMAT = 1;
 
 export interface CurrentKernel {
@@ -35,10 +43,17 @@ export interface CurrentInitramfs {
   file: string;
 }
 
+export interface CurrentRootfs {
+  hash: string;
+  /** Relative to the guest directory. */
+  file: string;
+}
+
 export interface CurrentGuest {
   format: number;
   kernel?: CurrentKernel;
   initramfs?: CurrentInitramfs;
+  rootfs?: CurrentRootfs;
   updated: string;
 }
 
@@ -46,10 +61,13 @@ export interface CurrentGuest {
 export interface GuestAssets {
   kernel?: string;
   initramfs?: string;
+  /** The root disk image, a raw ext4 file system to use as a disk's base (boot with GUEST_ROOT_CMDLINE). */
+  rootfs?: string;
 }
 
 export const kernelDirName = (hash: string) => `kernel-${hash}`;
 export const initramfsFileName = (hash: string) => `initramfs-${hash}.cpio`;
+export const rootfsFileName = (hash: string) => `rootfs-${hash}.ext4`;
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -83,6 +101,8 @@ export function readCurrentGuest(guestDir: string): CurrentGuest | null {
   if (kernel) current.kernel = kernel;
   const initramfs = pickStrings(parsed.initramfs, ['hash', 'file'] as const);
   if (initramfs) current.initramfs = initramfs;
+  const rootfs = pickStrings(parsed.rootfs, ['hash', 'file'] as const);
+  if (rootfs) current.rootfs = rootfs;
   return current;
 }
 
@@ -108,18 +128,20 @@ export function writeFileAtomic(file: string, data: string | Buffer): void {
   }
 }
 
-/** Records the kernel and/or initramfs as current, keeping whichever of the two is not given. */
+/** Records the kernel, initramfs and/or root disk as current, keeping what is not given. */
 export function updateCurrentGuest(
   guestDir: string,
-  update: { kernel?: CurrentKernel; initramfs?: CurrentInitramfs },
+  update: { kernel?: CurrentKernel; initramfs?: CurrentInitramfs; rootfs?: CurrentRootfs },
   now: Date = new Date(),
 ): CurrentGuest {
   const previous = readCurrentGuest(guestDir);
   const current: CurrentGuest = { format: CURRENT_FORMAT, updated: now.toISOString() };
   const kernel = update.kernel ?? previous?.kernel;
   const initramfs = update.initramfs ?? previous?.initramfs;
+  const rootfs = update.rootfs ?? previous?.rootfs;
   if (kernel) current.kernel = kernel;
   if (initramfs) current.initramfs = initramfs;
+  if (rootfs) current.rootfs = rootfs;
   writeFileAtomic(path.join(guestDir, CURRENT_FILE), JSON.stringify(current, null, 2) + '\n');
   return current;
 }
@@ -143,7 +165,7 @@ export function publishEntry(tmp: string, final: string, options: { replace?: bo
   }
 }
 
-/** The current kernel (vmlinux) and initramfs, for `smol boot` and `smol doctor`; never throws. */
+/** The current kernel (vmlinux), initramfs and root disk, for `smol boot`, `smol doctor` and the engine; never throws. */
 export function findGuestAssets(env: NodeJS.ProcessEnv = process.env): GuestAssets {
   const dir = guestCacheDir(env);
   const current = readCurrentGuest(dir);
@@ -155,7 +177,9 @@ export function findGuestAssets(env: NodeJS.ProcessEnv = process.env): GuestAsse
   };
   const kernel = resolve(current?.kernel?.vmlinux);
   const initramfs = resolve(current?.initramfs?.file);
+  const rootfs = resolve(current?.rootfs?.file);
   if (kernel) assets.kernel = kernel;
   if (initramfs) assets.initramfs = initramfs;
+  if (rootfs) assets.rootfs = rootfs;
   return assets;
 }

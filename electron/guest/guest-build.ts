@@ -1,5 +1,6 @@
-// `smol guest build` without the command line: the initramfs (seconds), then the kernel (minutes), each recorded in
-// current.json as soon as it exists, so a failed kernel build still leaves a usable initramfs behind.
+// `smol guest build` without the command line: the initramfs and the root disk with the same tree (seconds), then the
+// kernel (minutes), each recorded in current.json as soon as it exists, so a failed kernel build still leaves a usable
+// initramfs and root disk behind.
 import { mkdirSync } from 'node:fs';
 import { guestCacheDir } from '../smol-dirs.js';
 import type { ProgressCallback } from './build-progress.js';
@@ -7,6 +8,7 @@ import { updateCurrentGuest, type CurrentGuest } from './guest-assets.js';
 import { debianPackageTools, type PackageTools } from './host-packages.js';
 import { buildInitramfs, type InitramfsBuildResult } from './initramfs-build.js';
 import { buildKernel, type KernelBuildResult } from './kernel-build.js';
+import { buildRootfs, type RootfsBuildResult } from './rootfs-build.js';
 
 export interface GuestBuildOptions {
   env?: NodeJS.ProcessEnv;
@@ -19,6 +21,7 @@ export interface GuestBuildOptions {
 export interface GuestBuildResult {
   dir: string;
   initramfs: InitramfsBuildResult;
+  rootfs: RootfsBuildResult;
   kernel: KernelBuildResult;
   current: CurrentGuest;
 }
@@ -30,7 +33,9 @@ export async function buildGuest(options: GuestBuildOptions = {}): Promise<Guest
   const common = { guestDir: dir, tools, force: options.force ?? false, onProgress: options.onProgress };
   const initramfs = buildInitramfs(common);
   updateCurrentGuest(dir, { initramfs: initramfs.current });
+  const rootfs = await buildRootfs({ ...common, initramfs: initramfs.current, signal: options.signal });
+  updateCurrentGuest(dir, { rootfs: rootfs.current });
   const kernel = await buildKernel({ ...common, signal: options.signal });
   const current = updateCurrentGuest(dir, { kernel: kernel.current });
-  return { dir, initramfs, kernel, current };
+  return { dir, initramfs, rootfs, kernel, current };
 }

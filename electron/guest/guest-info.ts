@@ -13,6 +13,7 @@ import {
   readKernelBuildInfo,
   type KernelBuildInfo,
 } from './kernel-build.js';
+import { ROOTFS_SIZE_BYTES, rootfsHash } from './rootfs-build.js';
 
 export interface GuestInfo {
   dir: string;
@@ -30,6 +31,15 @@ export interface GuestInfo {
     file: string;
     present: boolean;
     size: number | null;
+    upToDate: boolean | null;
+  } | null;
+  rootfs: {
+    hash: string;
+    file: string;
+    present: boolean;
+    /** The disk's size (apparent) and what the sparse file takes on the host's disk. */
+    size: number | null;
+    allocated: number | null;
     upToDate: boolean | null;
   } | null;
 }
@@ -51,10 +61,20 @@ function expectedInitramfsHash(tools: PackageTools): string | null {
   }
 }
 
+function expectedRootfsHash(tools: PackageTools, initramfs: string | null): string | null {
+  try {
+    const e2fsprogsVersion = tools.installedVersions(['e2fsprogs']).get('e2fsprogs');
+    if (!initramfs || !e2fsprogsVersion) return null;
+    return rootfsHash({ initramfsHash: initramfs, sizeBytes: ROOTFS_SIZE_BYTES, e2fsprogsVersion });
+  } catch {
+    return null;
+  }
+}
+
 export function guestInfo(env: NodeJS.ProcessEnv = process.env, tools: PackageTools = debianPackageTools()): GuestInfo {
   const dir = guestCacheDir(env);
   const current = readCurrentGuest(dir);
-  const info: GuestInfo = { dir, kernel: null, initramfs: null };
+  const info: GuestInfo = { dir, kernel: null, initramfs: null, rootfs: null };
   if (current?.kernel) {
     const vmlinux = path.resolve(dir, current.kernel.vmlinux);
     const expected = expectedKernelHash(tools);
@@ -67,16 +87,30 @@ export function guestInfo(env: NodeJS.ProcessEnv = process.env, tools: PackageTo
       upToDate: expected === null ? null : expected === current.kernel.hash,
     };
   }
+  const expectedInitramfs = current?.initramfs || current?.rootfs ? expectedInitramfsHash(tools) : null;
   if (current?.initramfs) {
     const file = path.resolve(dir, current.initramfs.file);
     const present = existsSync(file);
-    const expected = expectedInitramfsHash(tools);
+    const expected = expectedInitramfs;
     info.initramfs = {
       hash: current.initramfs.hash,
       file,
       present,
       size: present ? statSync(file).size : null,
       upToDate: expected === null ? null : expected === current.initramfs.hash,
+    };
+  }
+  if (current?.rootfs) {
+    const file = path.resolve(dir, current.rootfs.file);
+    const stats = existsSync(file) ? statSync(file) : null;
+    const expected = expectedRootfsHash(tools, expectedInitramfs);
+    info.rootfs = {
+      hash: current.rootfs.hash,
+      file,
+      present: stats !== null,
+      size: stats?.size ?? null,
+      allocated: stats ? stats.blocks * 512 : null,
+      upToDate: expected === null ? null : expected === current.rootfs.hash,
     };
   }
   return info;

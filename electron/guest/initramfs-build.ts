@@ -118,6 +118,22 @@ export function initramfsEntries(files: InitramfsInputs['files'], busybox: Buffe
   return entries;
 }
 
+/**
+ * The archive's entries from this host's busybox-static and `files` (readInitramfsResources()); the root disk
+ * (rootfs-build.ts) holds the same tree. Both programs must be static: there is no dynamic loader in the guest.
+ */
+export function readInitramfsEntries(files: InitramfsInputs['files']): CpioEntry[] {
+  if (isDynamicElf(BUSYBOX)) {
+    throw new Error(
+      `${BUSYBOX} is dynamically linked (Debian's busybox package?); the guest needs busybox-static: ` +
+        'apt-get install busybox-static',
+    );
+  }
+  if (isDynamicElf(AGENT_BINARY))
+    throw new Error(`${AGENT_BINARY} is dynamically linked; native/Makefile builds it with -static`);
+  return initramfsEntries(files, readFileSync(BUSYBOX), busyboxApplets());
+}
+
 export interface InitramfsBuildOptions {
   guestDir: string;
   tools: PackageTools;
@@ -143,16 +159,8 @@ export function buildInitramfs(options: InitramfsBuildOptions): InitramfsBuildRe
     report({ step: 'initramfs', detail: `cached ${name}`, fraction: 1 });
     return { current, file, cached: true, size: statSync(file).size };
   }
-  if (isDynamicElf(BUSYBOX)) {
-    throw new Error(
-      `${BUSYBOX} is dynamically linked (Debian's busybox package?); the initramfs needs busybox-static: ` +
-        'apt-get install busybox-static',
-    );
-  }
-  if (isDynamicElf(AGENT_BINARY))
-    throw new Error(`${AGENT_BINARY} is dynamically linked; native/Makefile builds it with -static`);
   report({ step: 'initramfs', detail: `packing ${name}` });
-  const archive = newcArchive(initramfsEntries(files, readFileSync(BUSYBOX), busyboxApplets()));
+  const archive = newcArchive(readInitramfsEntries(files));
   writeFileAtomic(file, archive);
   report({ step: 'initramfs', detail: `${name} (${(archive.length / 1024 / 1024).toFixed(1)} MiB)`, fraction: 1 });
   return { current, file, cached: false, size: archive.length };

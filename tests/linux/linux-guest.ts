@@ -1,19 +1,21 @@
-// Boots the Linux guest `smol guest build` made (its vmlinux and base initramfs) on our VMM, for the Linux tests.
+// Boots the Linux guest `smol guest build` made (its vmlinux, and its base initramfs or root disk) on our VMM, for the
+// Linux tests.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { findGuestAssets, GUEST_CMDLINE } from '../../electron/guest/guest-assets.js';
+import { findGuestAssets, GUEST_CMDLINE, GUEST_ROOT_CMDLINE } from '../../electron/guest/guest-assets.js';
 import { Vm, type VmExit, type VmOptions } from '../../electron/vmm/vm.js';
 import { watchConsole, type RunningGuest } from '../vmm/guests.js';
 
 /** The built guest; fails with what to run when it is missing (npm test builds it before this part). */
-export function builtGuest(): { kernel: string; bzImage: string; initramfs: string; release: string } {
+export function builtGuest(): { kernel: string; bzImage: string; initramfs: string; rootfs?: string; release: string } {
   const assets = findGuestAssets();
   if (!assets.kernel || !assets.initramfs) {
     throw new Error('the Linux guest is not built: run `npx --no-install smol guest build` (npm test does it)');
   }
   const dir = path.dirname(assets.kernel);
   const build = JSON.parse(readFileSync(path.join(dir, 'build.json'), 'utf8')) as { release: string };
-  return { kernel: assets.kernel, bzImage: path.join(dir, 'bzImage'), initramfs: assets.initramfs, ...build };
+  const { kernel, initramfs, rootfs } = assets;
+  return { kernel, bzImage: path.join(dir, 'bzImage'), initramfs, ...(rootfs && { rootfs }), ...build };
 }
 
 export interface LinuxGuest extends RunningGuest {
@@ -48,6 +50,22 @@ export async function bootLinux(options: Partial<VmOptions> = {}, { waitForShell
     }
   }
   return linux;
+}
+
+/**
+ * Boots the guest from its root disk instead of the initramfs: no initrd, the rootfs image as the disk's base with
+ * `top` as this VM's layer over it (created, or reused when it is there from an earlier boot), GUEST_ROOT_CMDLINE.
+ */
+export async function bootRootDisk(
+  top: string,
+  options: Partial<VmOptions> = {},
+  wait: { waitForShell?: boolean } = {},
+): Promise<LinuxGuest> {
+  const { rootfs } = builtGuest();
+  if (!rootfs)
+    throw new Error('the root disk is not built: run `npx --no-install smol guest build` (npm test does it)');
+  const cmdline = `${GUEST_CMDLINE} ${GUEST_ROOT_CMDLINE}`;
+  return bootLinux({ initrd: undefined, cmdline, disk: { base: rootfs, top }, ...options }, wait);
 }
 
 /**
