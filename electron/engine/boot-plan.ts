@@ -2,7 +2,8 @@
 // snapshot is found by and the commands that bake it.
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
-import { findGuestAssets, GUEST_CMDLINE } from '../guest/guest-assets.js';
+import path from 'node:path';
+import { findGuestAssets, GUEST_CMDLINE, GUEST_ROOT_CMDLINE } from '../guest/guest-assets.js';
 import type { Smolfile } from '../smolfile/smolfile.js';
 import type { VmOptions } from '../vmm/vm.js';
 import { ApiFailure } from '../api/engine-api.js';
@@ -40,21 +41,24 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
   }
   const assets = findGuestAssets(env);
   const kernel = smolfile.kernel ?? assets.kernel;
-  if (!kernel || !assets.initramfs) {
+  if (!kernel || !assets.rootfs) {
     throw new ApiFailure(
       409,
-      'the builtin image needs the Linux guest, which is not built: run `npx --no-install smol guest build`',
+      'the builtin image needs the Linux guest and its root disk, which are not built: ' +
+        'run `npx --no-install smol guest build`',
     );
   }
-  const cmdline = smolfile.cmdline ? `${GUEST_CMDLINE} ${smolfile.cmdline}` : GUEST_CMDLINE;
-  const options: VmOptions = { kernel, initrd: assets.initramfs, cmdline, ...common };
+  // The root disk's image is the base of every VM's disk chain; the engine gives each instance its layer over it.
+  const root = `${GUEST_CMDLINE} ${GUEST_ROOT_CMDLINE}`;
+  const cmdline = smolfile.cmdline ? `${root} ${smolfile.cmdline}` : root;
+  const options: VmOptions = { kernel, cmdline, disk: { base: assets.rootfs }, rng: true, ...common };
   const init = bakeCommands(smolfile);
   const baseKey = createHash('sha256')
     .update(
       JSON.stringify({
-        format: 2, // 2: the VM has a vsock device for the agent
+        format: 3, // 2: the VM has a vsock device for the agent; 3: it boots from its root disk, with virtio-rng
         kernel: fileStamp(kernel),
-        initrd: fileStamp(assets.initramfs),
+        rootfs: path.basename(assets.rootfs), // named by its content's hash
         cmdline,
         ...common,
         init,

@@ -14,9 +14,11 @@ import type {
   VmState,
 } from '../api/schema.js';
 import type { Smolfile } from '../smolfile/smolfile.js';
+import type { CheckpointInfo } from '../vmm/vm.js';
 import { planBoot, type BootPlan } from './boot-plan.js';
 import { ConsoleHub } from './console-hub.js';
 import { ConsoleShell } from './console-shell.js';
+import { adoptBaseImage, readLayerHeader } from './disk-layers.js';
 import {
   LIVE_STATES,
   episodeView,
@@ -37,7 +39,8 @@ const INIT_COMMAND_MS = 600_000;
 export const AGENT_PORT = 52;
 const GUEST_CID = 3;
 /** How long after a boot, restore or fork the agent has to answer before the VM shows it `unreachable`. */
-const AGENT_READY_MS = 120_000;
+/** How long an agent has to answer after a boot, restore or fork; SMOL_AGENT_READY_MS changes it (tests do). */
+const AGENT_READY_MS = Number(process.env.SMOL_AGENT_READY_MS) || 120_000;
 
 export interface EngineOptions {
   home: string;
@@ -67,8 +70,16 @@ export class EngineCore {
   readonly #listeners = new Set<(event: EngineEvent) => void>();
   readonly #autoTimers = new Map<string, NodeJS.Timeout>();
   #instanceCount = 0;
+  /**
+   * The disk layer each live native instance with a disk writes (docs/engine.md, "Disks"). The instance owns it: it
+   * is removed when the instance ends, unless a checkpoint froze it into a snapshot first (then the snapshot owns it).
+   */
+  readonly #diskTops = new Map<string, string>();
   /** The guest agent's client for each live native instance that has a vsock device. */
-  readonly #agents = new Map<string, { client: AgentClient; settled: Promise<unknown>; remint: () => Promise<void> }>();
+  readonly #agents = new Map<
+    string,
+    { client: AgentClient; settled: Promise<unknown>; remint: () => Promise<void>; check: () => Promise<void> }
+  >();
   protected readonly metricsHistory = new MetricsHistory();
   #metricsTimer: NodeJS.Timeout | null = null;
   #sampling = false;
@@ -366,16 +377,30 @@ export class EngineCore {
       await client.ready({ timeoutMs: AGENT_READY_MS });
       await remintOnce();
     };
-    const settled = ready().then(
-      () => update('ready'),
-      (error: unknown) => {
-        if (!current()) return;
-        this.options.log(`engine: the agent of ${vm.id} (${instance}) did not answer: ${(error as Error).message}`);
-        update('unreachable');
-      },
-    );
+    const check = () =>
+      ready().then(
+        () => update('ready'),
+        (error: unknown) => {
+          if (!current()) return;
+          this.options.log(`engine: the agent of ${vm.id} (${instance}) did not answer: ${(error as Error).message}`);
+          update('unreachable');
+        },
+      );
     // Commands wait for the new identity: a fork's first command must not see its parent's hostname.
-    this.#agents.set(instance, { client, settled, remint: remintOnce });
+    this.#agents.set(instance, { client, settled: check(), remint: remintOnce, check });
+  }
+
+  /**
+   * Asks again for an agent that did not answer in time, e.g. of a VM restored paused and resumed long after: its
+   * state goes back to `connecting`, then `ready` (with the new identity a fork still owes it) or `unreachable`.
+   */
+  protected recheckAgent(vm: VmRecord): void {
+    const instance = this.#instances.get(vm.id);
+    const agent = instance && this.#agents.get(instance);
+    if (!agent || vm.agent !== 'unreachable') return;
+    vm.agent = 'connecting';
+    this.emit({ type: 'vm.updated', vm: vmView(vm) });
+    agent.settled = agent.check();
   }
 
   /** The agent of a running VM, connected (again, after a restore or fork reset the connection). */
@@ -405,9 +430,37 @@ export class EngineCore {
     return client;
   }
 
-  /** Lets go of an instance that ended: its agent connection with it. */
+  /** The layer `instance` writes, when it has a disk. */
+  protected diskTopOf(instance: string): string | undefined {
+    return this.#diskTops.get(instance);
+  }
+
+  /** `instance` writes `file` from now on; the layer it wrote before belongs to a snapshot now (or to nobody). */
+  protected setDiskTop(instance: string, file: string): void {
+    this.#diskTops.set(instance, file);
+  }
+
+  /**
+   * After a checkpoint or fork that failed: whether the VMM had already frozen `top` (the disk switches to the new
+   * layer while the VM is quiesced, before the memory is written). Then the instance writes the new layer, and the
+   * frozen one needs an owner (else the next start-up sweep takes it); if not, the new layer, if it was made, goes.
+   * Returns whether it had switched.
+   */
+  protected async settleFailedDiskSwitch(instance: string, top: string, next: string): Promise<boolean> {
+    if ((await readLayerHeader(top))?.frozen) {
+      this.#diskTops.set(instance, next);
+      return true;
+    }
+    rmSync(next, { force: true });
+    return false;
+  }
+
+  /** Lets go of an instance that ended: its agent connection and its disk layer with it. */
   #forget(instance: string): void {
     this.#owners.delete(instance);
+    const top = this.#diskTops.get(instance);
+    this.#diskTops.delete(instance);
+    if (top) rmSync(top, { force: true }); // its VMM may still have it open: unlinking is safe
     this.#agents.get(instance)?.client.close();
     this.#agents.delete(instance);
   }
@@ -479,7 +532,13 @@ export class EngineCore {
     vm.layerHead = null;
     try {
       const vsock = plan.agent ? { vsock: { path: this.vsockPathOf(instance), cid: GUEST_CID } } : {};
-      await host.request({ op: 'create', vm: instance, options: { ...plan.options, ...vsock } });
+      const options = { ...plan.options, ...vsock };
+      if (options.disk) {
+        const base = await adoptBaseImage(this.options.home, options.disk.base);
+        options.disk = { base, top: this.store.newDiskLayer() };
+        this.setDiskTop(instance, options.disk.top!);
+      }
+      await host.request({ op: 'create', vm: instance, options });
       if (!plan.baseKey) await host.request({ op: 'start', vm: instance });
     } catch (error) {
       await this.startFailed(episode, vm, error);
@@ -528,7 +587,12 @@ export class EngineCore {
     const instance = this.attach(vm);
     try {
       const vsockPath = this.vsockPathOf(instance);
-      await host.request({ op: 'restore', vm: instance, dir: this.store.dirFor(snapshot.id), vsockPath });
+      const disk: { diskTop?: string } = {};
+      if (this.store.hasDisk(snapshot.id)) {
+        disk.diskTop = this.store.newDiskLayer();
+        this.setDiskTop(instance, disk.diskTop);
+      }
+      await host.request({ op: 'restore', vm: instance, dir: this.store.dirFor(snapshot.id), vsockPath, ...disk });
       vm.snapshot = snapshot.id;
       vm.layerHead = snapshot.id;
       vm.cpus = snapshot.cpus;
@@ -568,10 +632,20 @@ export class EngineCore {
     }
     const name = request.name ?? freshName(KIND_STEMS[kind], taken, episode.counters);
     const id = this.store.newSnapshotId();
-    const info = await this.host(episode).request(
-      { op: 'checkpoint', vm: this.instance(vm), dir: this.store.dirFor(id) },
-      (done, total) => this.emit({ type: 'progress', operation: kind, vm: vm.id, done, total }),
-    );
+    const instance = this.instance(vm);
+    const top = this.diskTopOf(instance);
+    const next = top ? this.store.newDiskLayer() : undefined;
+    let info: CheckpointInfo;
+    try {
+      info = await this.host(episode).request(
+        { op: 'checkpoint', vm: instance, dir: this.store.dirFor(id), ...(next && { diskTop: next }) },
+        (done, total) => this.emit({ type: 'progress', operation: kind, vm: vm.id, done, total }),
+      );
+    } catch (error) {
+      if (top && next) await this.settleFailedDiskSwitch(instance, top, next);
+      throw error;
+    }
+    if (next) this.setDiskTop(instance, next);
     const snapshot = await this.store.publish({
       id,
       episode: kind === 'base' ? null : episode.id,
@@ -584,6 +658,7 @@ export class EngineCore {
       memoryBytes: info.memoryBytes,
       cpus: info.cpus,
       ...(baseKey ? { baseKey } : {}),
+      ...(info.disk ? { diskLayer: info.disk } : {}),
     });
     vm.snapshot = snapshot.id;
     vm.layerHead = snapshot.id;

@@ -242,10 +242,25 @@ export class Engine extends EngineCore implements EngineApi {
           this.hub(child).marker(`forked from ${vm.name} at ${point.name}`);
         }
         const instances = children.map((child) => this.attach(child));
+        // With a disk, the fork freezes the layer the parent wrote since the fork point (nothing: it was paused),
+        // the parent goes on with a new one and each child gets its own; the fork point owns the frozen one.
+        const parent = this.instance(vm);
+        const top = this.diskTopOf(parent);
+        const disks = top
+          ? { diskTop: this.store.newDiskLayer(), childDiskTops: instances.map(() => this.store.newDiskLayer()) }
+          : {};
+        disks.childDiskTops?.forEach((file, i) => this.setDiskTop(instances[i]!, file));
         try {
           const childVsockPaths = instances.map((instance) => this.vsockPathOf(instance));
-          await host.request({ op: 'fork', vm: this.instance(vm), children: instances, childVsockPaths });
+          await host.request({ op: 'fork', vm: parent, children: instances, childVsockPaths, ...disks });
+          if (top && disks.diskTop) {
+            this.setDiskTop(parent, disks.diskTop);
+            await this.store.addDiskLayers(point.id, [top]);
+          }
         } catch (error) {
+          if (top && disks.diskTop && (await this.settleFailedDiskSwitch(parent, top, disks.diskTop))) {
+            await this.store.addDiskLayers(point.id, [top]);
+          }
           const exit = { reason: 'error', code: null, message: `the fork failed: ${(error as Error).message}` };
           for (const child of children) {
             await this.killVm(child);
@@ -348,6 +363,7 @@ export class Engine extends EngineCore implements EngineApi {
       const op = to === 'paused' ? 'pause' : 'resume';
       await this.host(this.episodeOf(vm)).request({ op, vm: this.instance(vm) });
       await this.setState(this.episodeOf(vm), vm, to);
+      if (to === 'running') this.recheckAgent(vm);
       return vmView(vm);
     });
   }

@@ -1,6 +1,7 @@
-// The two graphs over snapshots (docs/engine.md, "Snapshot store"): the tree, by `parent` (where a VM was), which a
-// person sees; and the layer chains, by `layerParent` (which memory layer a diff is written against), which decide
-// what the disk must keep. Pure functions over manifests; the store does the I/O.
+// The graphs over snapshots (docs/engine.md, "Snapshot store"): the tree, by `parent` (where a VM was), which a
+// person sees; and the layer chains, by `layerParent` (which memory layer a diff is written against) and
+// `diskParent` (which snapshot owns the disk layer below), which decide what the disk must keep. Pure functions over
+// manifests; the store does the I/O.
 import type { Manifest } from './snapshot-manifest.js';
 
 type Manifests = ReadonlyMap<string, { manifest: Manifest }>;
@@ -28,17 +29,21 @@ export function nearestAncestor(
 }
 
 /**
- * Deleted snapshots whose files nothing needs: not on the layer chain of a living snapshot, nor on the chain of a
- * live VM's layer head (the snapshot its next checkpoint diffs against).
+ * Deleted snapshots whose files nothing needs: not on the memory or disk layer chain of a living snapshot, nor on
+ * the chains of a live VM's layer head (the snapshot its next checkpoint diffs against, whose disk layer its own
+ * sits on).
  */
 export function unneededSnapshots(snapshots: Manifests, liveLayerHeads: Iterable<string>): Set<string> {
   const needed = new Set<string>();
   const keepChain = (head: string) => {
-    for (let id: string | null = head; id !== null && !needed.has(id);) {
+    const pending = [head];
+    while (pending.length > 0) {
+      const id = pending.pop()!;
       const node: Manifest | undefined = snapshots.get(id)?.manifest;
-      if (!node) break;
+      if (!node || needed.has(id)) continue;
       needed.add(id);
-      id = node.layerParent;
+      if (node.layerParent) pending.push(node.layerParent);
+      if (node.diskParent) pending.push(node.diskParent);
     }
   };
   for (const { manifest } of snapshots.values()) if (!manifest.deleted) keepChain(manifest.id);

@@ -3,8 +3,9 @@
 import { chmod, lstat, readFile, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { Snapshot } from '../api/schema.js';
+import { Snapshot, SnapshotId } from '../api/schema.js';
 import { writeFileAtomic } from './atomic-file.js';
+import { LAYER_NAME } from './disk-layers.js';
 
 export const MANIFEST_FILE = 'manifest.json';
 export const MANIFEST_FORMAT = 1;
@@ -13,8 +14,15 @@ export const VMM_FILES = ['state', 'memory'] as const;
 
 export const Manifest = Snapshot.omit({ diskBytes: true }).extend({
   format: z.literal(MANIFEST_FORMAT),
-  /** A base snapshot's key: the hash of its Smolfile's guest-relevant keys, kernel and initramfs. */
+  /** A base snapshot's key: the hash of its Smolfile's guest-relevant keys, kernel and root disk image. */
   baseKey: z.string().min(1).optional(),
+  /**
+   * The disk layers this snapshot owns, file names in SMOL_HOME/disks (docs/engine.md, "Disks"): the layer its
+   * checkpoint froze, and for a fork point the one the fork froze above it. Absent for a VM without a disk.
+   */
+  diskLayers: z.array(z.string().regex(LAYER_NAME, 'a layer file name')).optional(),
+  /** The snapshot owning the layer below this one's first disk layer: its disk chain goes on there (null: the base). */
+  diskParent: SnapshotId.nullable().optional(),
 });
 export type Manifest = z.infer<typeof Manifest>;
 
@@ -77,12 +85,17 @@ export async function allocatedBytes(dir: string): Promise<number> {
 export interface StoredSnapshot {
   manifest: Manifest;
   createdMs: number;
-  /** allocatedBytes() of its directory, measured whenever its manifest was read or written. */
+  /** allocatedBytes() of its directory plus its disk layers, measured whenever its manifest was read or written. */
   diskBytes: number;
 }
 
-export async function storedSnapshot(dir: string, manifest: Manifest): Promise<StoredSnapshot> {
-  return { manifest, createdMs: Date.parse(manifest.created) || 0, diskBytes: await allocatedBytes(dir) };
+export async function storedSnapshot(dir: string, manifest: Manifest, disksDir: string): Promise<StoredSnapshot> {
+  let diskBytes = await allocatedBytes(dir);
+  for (const name of manifest.diskLayers ?? []) {
+    const stat = await lstat(path.join(disksDir, name)).catch(() => null);
+    if (stat?.isFile()) diskBytes += stat.blocks * 512;
+  }
+  return { manifest, createdMs: Date.parse(manifest.created) || 0, diskBytes };
 }
 
 /** Removes a snapshot directory, read-only files and all. */

@@ -2,10 +2,11 @@
 // writes a snapshot's `state` and `memory` into dirFor(id); publish() then adds `manifest.json`, and only from then
 // on does the snapshot exist. Deleting marks the manifest; gc() removes the files once no layer chain needs them.
 import { randomBytes } from 'node:crypto';
-import { mkdir, realpath } from 'node:fs/promises';
+import { mkdir, realpath, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ApiFailure } from '../api/engine-api.js';
 import { SnapshotId, UpdateSnapshotRequest, type Snapshot, type SnapshotKind } from '../api/schema.js';
+import { DISKS_DIR, layerBelow, newLayerName } from './disk-layers.js';
 import { EpisodeRecords } from './episode-records.js';
 import { nearestAncestor, unneededSnapshots } from './snapshot-graph.js';
 import {
@@ -17,7 +18,7 @@ import {
   type Manifest,
   type StoredSnapshot as Entry,
 } from './snapshot-manifest.js';
-import { recoverSnapshots } from './snapshot-recovery.js';
+import { recoverSnapshots, sweepDiskLayers } from './snapshot-recovery.js';
 
 const ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
 
@@ -42,12 +43,16 @@ export interface PublishInput {
   memoryBytes: number;
   cpus: number;
   baseKey?: string;
+  /** The disk layer the checkpoint froze (CheckpointInfo.disk), a file from newDiskLayer(); absent without a disk. */
+  diskLayer?: string;
 }
 
 export class SnapshotStore {
   readonly #snapshots: string;
   /** #snapshots with symbolic links resolved, to recognise the VMM's layer parent paths. */
   #realSnapshots = '';
+  /** SMOL_HOME/disks with symbolic links resolved: every disk layer the engine makes is a file here. */
+  #disks = '';
   #entries = new Map<string, Entry>();
   readonly #episodes: EpisodeRecords;
   /** Manifest writes, one at a time, so a gc never sees a half-applied delete or publish. */
@@ -66,8 +71,11 @@ export class SnapshotStore {
   static async open(home: string, log: (line: string) => void): Promise<SnapshotStore> {
     const store = new SnapshotStore(home, log);
     await mkdir(store.#snapshots, { recursive: true });
+    await mkdir(path.join(home, DISKS_DIR), { recursive: true });
     store.#realSnapshots = await realpath(store.#snapshots);
-    store.#entries = await recoverSnapshots(store.#snapshots, log);
+    store.#disks = await realpath(path.join(home, DISKS_DIR));
+    store.#entries = await recoverSnapshots(store.#snapshots, store.#disks, log);
+    await sweepDiskLayers(store.#disks, store.#snapshots, store.#entries.values(), log);
     for (const { createdMs } of store.#entries.values()) {
       store.#lastCreatedMs = Math.max(store.#lastCreatedMs, createdMs);
     }
@@ -80,6 +88,14 @@ export class SnapshotStore {
       const id = newId('sn');
       if (!this.#entries.has(id)) return id; // the VMM refuses a directory that exists, so a clash cannot be silent
     }
+  }
+
+  /**
+   * A path for a new disk layer (a VM's writable top): the engine hands it to the VMM, which creates the file. The
+   * instance writing it owns it; the snapshot whose checkpoint freezes it owns it after that (publish, addDiskLayers).
+   */
+  newDiskLayer(): string {
+    return path.join(this.#disks, newLayerName());
   }
 
   /** Where the VMM is told to write snapshot `id`. */
@@ -110,6 +126,7 @@ export class SnapshotStore {
     const missing = await missingVmmFiles(dir);
     if (missing.length) throw new Error(`cannot publish ${input.id}: no ${missing.join(' or ')} file in ${dir}`);
     const layerParent = input.layerParentDir === null ? null : await this.#idOfDir(input.layerParentDir);
+    const disk = input.diskLayer === undefined ? {} : await this.#diskFields(input.diskLayer);
     if (input.parent && !this.#entries.has(input.parent)) {
       this.log(`store: ${input.id} names an unknown parent ${input.parent}: it is shown as a root`);
     }
@@ -128,7 +145,35 @@ export class SnapshotStore {
       cpus: input.cpus,
       deleted: false,
       ...(input.baseKey ? { baseKey: input.baseKey } : {}),
+      ...disk,
     };
+  }
+
+  /** A frozen layer's manifest fields: its name, and the snapshot owning the layer below it (its disk parent). */
+  async #diskFields(file: string): Promise<Pick<Manifest, 'diskLayers' | 'diskParent'>> {
+    const name = this.#layerName(file);
+    const below = await layerBelow(file, this.#disks);
+    const owner = below && [...this.#entries.values()].find((e) => e.manifest.diskLayers?.includes(below));
+    if (below && !owner) this.log(`store: the disk layer below ${name} (${below}) belongs to no snapshot`);
+    return { diskLayers: [name], diskParent: owner ? owner.manifest.id : null };
+  }
+
+  #layerName(file: string): string {
+    if (path.dirname(file) !== this.#disks) throw new Error(`${file} is not a disk layer of this store`);
+    return path.basename(file);
+  }
+
+  /**
+   * Gives snapshot `id` more layers to own: a fork freezes the layer its parent VM wrote after the fork point, and
+   * the children's layers sit on it.
+   */
+  addDiskLayers(id: string, files: string[]): Promise<void> {
+    return this.#serial(async () => {
+      const entry = this.#entries.get(id);
+      if (!entry) throw new Error(`no snapshot ${id}`);
+      const names = files.map((file) => this.#layerName(file));
+      await this.#write({ ...entry.manifest, diskLayers: [...(entry.manifest.diskLayers ?? []), ...names] });
+    });
   }
 
   /** The snapshot, deleted or not (a deleted one is still there while a layer chain needs it). */
@@ -218,6 +263,11 @@ export class SnapshotStore {
     });
   }
 
+  /** Whether the snapshot's VM had a disk: restoring it needs a new disk layer (newDiskLayer()). */
+  hasDisk(id: string): boolean {
+    return (this.#entries.get(id)?.manifest.diskLayers?.length ?? 0) > 0;
+  }
+
   /** Bytes the snapshot's own files take on disk (0 for an unknown id). */
   diskBytes(id: string): number {
     return this.#entries.get(id)?.diskBytes ?? 0;
@@ -281,8 +331,9 @@ export class SnapshotStore {
     const removed: string[] = [];
     let freedBytes = 0;
     for (const id of doomed) {
-      const bytes = this.#entries.get(id)!.diskBytes;
+      const { diskBytes: bytes, manifest } = this.#entries.get(id)!;
       await removeSnapshotDir(this.dirFor(id));
+      for (const name of manifest.diskLayers ?? []) await rm(path.join(this.#disks, name), { force: true });
       this.#entries.delete(id);
       removed.push(id);
       freedBytes += bytes;
@@ -294,7 +345,7 @@ export class SnapshotStore {
   async #write(manifest: Manifest): Promise<Entry> {
     const dir = this.dirFor(manifest.id);
     await writeManifest(dir, manifest);
-    const entry = await storedSnapshot(dir, manifest);
+    const entry = await storedSnapshot(dir, manifest, this.#disks);
     this.#entries.set(manifest.id, entry);
     return entry;
   }
@@ -313,7 +364,7 @@ export class SnapshotStore {
   }
 
   #view({ manifest, diskBytes }: Entry): Snapshot {
-    const { format: _format, baseKey: _baseKey, ...fields } = manifest;
+    const { format: _format, baseKey: _baseKey, diskLayers: _layers, diskParent: _diskParent, ...fields } = manifest;
     return { ...fields, parent: nearestAncestor(this.#entries, manifest.id, (m) => m.deleted), diskBytes };
   }
 

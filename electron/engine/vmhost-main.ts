@@ -68,7 +68,13 @@ async function handle(request: HostRequest, seq: number): Promise<unknown> {
       adopt(request.vm, await Vm.create(request.options));
       return null;
     case 'restore':
-      adopt(request.vm, await Vm.restore(request.dir, request.vsockPath ? { vsockPath: request.vsockPath } : {}));
+      adopt(
+        request.vm,
+        await Vm.restore(request.dir, {
+          ...(request.vsockPath && { vsockPath: request.vsockPath }),
+          ...(request.diskTop && { diskTop: request.diskTop }),
+        }),
+      );
       return null;
     case 'start':
       vmOf(request.vm).start();
@@ -101,14 +107,17 @@ async function handle(request: HostRequest, seq: number): Promise<unknown> {
     case 'write':
       return writeInput(request.vm, Buffer.from(request.data));
     case 'checkpoint':
-      return await vmOf(request.vm).checkpoint(request.dir, (p) =>
-        send({ kind: 'progress', seq, done: p.done, total: p.total }),
+      return await vmOf(request.vm).checkpoint(
+        request.dir,
+        (p) => send({ kind: 'progress', seq, done: p.done, total: p.total }),
+        request.diskTop ? { diskTop: request.diskTop } : {},
       );
     case 'fork': {
-      const children = await vmOf(request.vm).fork(
-        request.children.length,
-        request.childVsockPaths ? { childVsockPaths: request.childVsockPaths } : {},
-      );
+      const children = await vmOf(request.vm).fork(request.children.length, {
+        ...(request.childVsockPaths && { childVsockPaths: request.childVsockPaths }),
+        ...(request.diskTop && { diskTop: request.diskTop }),
+        ...(request.childDiskTops && { childDiskTops: request.childDiskTops }),
+      });
       children.forEach((child, i) => adopt(request.children[i]!, child));
       return null;
     }

@@ -4,15 +4,29 @@ import type { CheckpointInfo, MemoryStats, VmExit, VmOptions } from '../vmm/vm.j
 
 export type HostRequest =
   | { op: 'create'; vm: string; options: VmOptions }
-  /** `vsockPath`: the restored VM's vsock socket, used when the snapshot has a vsock device. */
-  | { op: 'restore'; vm: string; dir: string; vsockPath?: string }
+  /**
+   * `vsockPath`: the restored VM's vsock socket, used when the snapshot has a vsock device. `diskTop`: its new
+   * writable disk layer, when the snapshot has a disk (docs/disks.md).
+   */
+  | { op: 'restore'; vm: string; dir: string; vsockPath?: string; diskTop?: string }
   | { op: 'start' | 'pause' | 'resume' | 'kill' | 'stats'; vm: string }
   /** CPU time and memory of each named VM that is running here (the others are left out). */
   | { op: 'sample'; vms: string[] }
   | { op: 'write'; vm: string; data: Buffer }
-  | { op: 'checkpoint'; vm: string; dir: string }
-  /** Children get the given ids; they are running when the reply comes. */
-  | { op: 'fork'; vm: string; children: string[]; childVsockPaths?: string[] };
+  /** `diskTop`: the layer a VM with a disk writes to after the checkpoint froze the one it wrote. */
+  | { op: 'checkpoint'; vm: string; dir: string; diskTop?: string }
+  /**
+   * Children get the given ids; they are running when the reply comes. With a disk, the parent goes on with
+   * `diskTop` and each child writes its own `childDiskTops[i]`.
+   */
+  | {
+      op: 'fork';
+      vm: string;
+      children: string[];
+      childVsockPaths?: string[];
+      diskTop?: string;
+      childDiskTops?: string[];
+    };
 
 export interface HostResults {
   create: null;

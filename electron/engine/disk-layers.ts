@@ -1,0 +1,91 @@
+// The engine's side of disk layer files (docs/disks.md has the format, docs/engine.md "Disks" the bookkeeping): every
+// layer a VM writes, and every layer a checkpoint froze, is a file SMOL_HOME/disks/<random>.layer. A snapshot owns the
+// layers its checkpoint froze (its manifest's `diskLayers`); a live instance owns the one it writes. This module
+// names new layers and reads just enough of a layer's header to follow a chain down: the path of the layer below.
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmod, link, mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+
+export const DISKS_DIR = 'disks';
+/** A layer file's name in SMOL_HOME/disks: 20 random hex digits and `.layer`. */
+export const LAYER_NAME = /^[0-9a-f]{20}\.layer$/;
+
+const MAGIC = 'SMOLDISK';
+const HEADER_BYTES = 4096;
+const BELOW_LENGTH_OFFSET = 88;
+const BELOW_PATH_OFFSET = 96;
+const BELOW_PATH_MAX = 3968;
+const FLAG_FROZEN = 1;
+
+export function newLayerName(): string {
+  return `${randomBytes(10).toString('hex')}.layer`;
+}
+
+export interface LayerHeader {
+  frozen: boolean;
+  /** The absolute path of the layer (or raw base image) below this one. */
+  below: string;
+}
+
+/**
+ * The part of a layer's header the engine needs, or null when the file is missing or is not a layer of this format
+ * (the VMM checks headers fully, checksum included, whenever it opens one; here a bad header only means "unknown").
+ */
+export async function readLayerHeader(file: string): Promise<LayerHeader | null> {
+  let handle;
+  try {
+    handle = await open(file, 'r');
+    const header = Buffer.alloc(HEADER_BYTES);
+    const { bytesRead } = await handle.read(header, 0, HEADER_BYTES, 0);
+    if (bytesRead < HEADER_BYTES || header.toString('latin1', 0, 8) !== MAGIC) return null;
+    const length = header.readUInt32LE(BELOW_LENGTH_OFFSET);
+    if (length < 1 || length > BELOW_PATH_MAX) return null;
+    return {
+      frozen: (header.readUInt32LE(20) & FLAG_FROZEN) !== 0,
+      below: header.toString('utf8', BELOW_PATH_OFFSET, BELOW_PATH_OFFSET + length),
+    };
+  } catch {
+    return null;
+  } finally {
+    await handle?.close();
+  }
+}
+
+/** The name of the layer directly below `file` when it is a layer in `disksDir`, else null (a base image, none). */
+export async function layerBelow(file: string, disksDir: string): Promise<string | null> {
+  const header = await readLayerHeader(file);
+  if (!header || path.dirname(header.below) !== disksDir) return null;
+  const name = path.basename(header.below);
+  return LAYER_NAME.test(name) ? name : null;
+}
+
+export const IMAGES_DIR = 'images';
+
+/**
+ * The engine's own copy of a base image (a guest build's root disk), SMOL_HOME/images/<its name>: every layer over it
+ * names it by path, so it must live as long as the snapshots do, whatever happens to the guest cache. A hard link
+ * when the cache is on the same file system, else a sparse copy. The names carry a content hash, so an existing one
+ * is the same image.
+ */
+export async function adoptBaseImage(home: string, file: string): Promise<string> {
+  const dir = path.join(home, IMAGES_DIR);
+  const target = path.join(dir, path.basename(file));
+  if (await stat(target).catch(() => null)) return target;
+  await mkdir(dir, { recursive: true });
+  const temporary = `${target}.partial-${process.pid}`;
+  await rm(temporary, { force: true });
+  try {
+    await link(file, temporary);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EXDEV') throw error;
+    const copy = spawnSync('cp', ['--sparse=always', '--reflink=auto', file, temporary], { encoding: 'utf8' });
+    if (copy.status !== 0) {
+      await rm(temporary, { force: true });
+      throw new Error(`cannot copy ${file} to ${dir}: ${copy.stderr.trim() || copy.error?.message}`);
+    }
+  }
+  await chmod(temporary, 0o444);
+  await rename(temporary, target);
+  return target;
+}
