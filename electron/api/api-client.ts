@@ -22,6 +22,10 @@ export interface ExecStream {
   exit: Promise<ExecExit>;
   /** Signals the command's process group. */
   signal(signal: NodeJS.Signals): void;
+  /** Whether the command started (the agent answered and ran it); a signal before that reaches nothing. */
+  started(): boolean;
+  /** Gives up on it: the stream closes (a command that started gets SIGHUP, as from a closed terminal). */
+  close(): void;
 }
 
 export type ApiTarget = { socketPath: string } | { url: string; token: string };
@@ -171,6 +175,7 @@ export class ApiClient {
     let settle!: { resolve: (exit: ExecExit) => void; reject: (error: Error) => void };
     const exit = new Promise<ExecExit>((resolve, reject) => (settle = { resolve, reject }));
     let ended = false;
+    let started = false;
     const stream = this.#ending(ws, (why) => {
       if (!ended) settle.reject(new ApiClientError(0, why.replace(/^refused \(\d+\): /, '')));
     });
@@ -191,8 +196,10 @@ export class ApiClient {
       } catch {
         message = { type: 'error', message: 'the engine sent a malformed exec message' } as typeof message;
       }
-      if (message.type === 'started' && options.stdin) void pumpStdin(options.stdin).catch(() => undefined);
-      else if (message.type === 'exit') {
+      if (message.type === 'started') {
+        started = true;
+        if (options.stdin) void pumpStdin(options.stdin).catch(() => undefined);
+      } else if (message.type === 'exit') {
         ended = true;
         settle.resolve({ exitCode: message.exitCode, signal: message.signal, timedOut: message.timedOut });
         stream.close();
@@ -205,6 +212,8 @@ export class ApiClient {
     return {
       exit,
       signal: (signal) => ws.readyState === WebSocket.OPEN && ws.send(JSON.stringify({ type: 'signal', signal })),
+      started: () => started,
+      close: () => stream.end('closed by the client'),
     };
   }
 

@@ -38,6 +38,7 @@ function fakeEngine() {
   const viewers: ConsoleViewer[] = [];
   const typed: string[] = [];
   let detached = 0;
+  let spawning = 0;
   const find = <T extends { id: string; name: string }>(items: T[], ref: string): T => {
     const found = items.find((item) => item.id === ref || item.name === ref || item.id.startsWith(ref));
     if (!found) throw new ApiFailure(404, `no such thing: ${ref}`);
@@ -79,7 +80,9 @@ function fakeEngine() {
       getVm(ref);
       return { exitCode: 0, signal: null, timedOut: false, stdout: request.argv.join(' '), stderr: '' };
     },
-    spawn: async () => {
+    spawn: async (_ref, request) => {
+      // `hang`: an agent that is still being reached, so the command never starts.
+      if (request.argv[0] === 'hang') return await new Promise<never>(() => void spawning++);
       throw new ApiFailure(409, 'no agent here');
     },
     readFile: async () => {
@@ -113,7 +116,7 @@ function fakeEngine() {
       if (port !== 4242) throw new ApiFailure(404, `no TCP listener on port ${port}`);
     },
   };
-  return { api, listeners, viewers, typed, detached: () => detached };
+  return { api, listeners, viewers, typed, detached: () => detached, spawning: () => spawning };
 }
 
 type Raw = { status: number; headers: http.IncomingHttpHeaders; text: string };
@@ -368,6 +371,14 @@ describe('API transport', () => {
     expect(got.map((event) => s.EngineEvent.parse(event))).toEqual(sent);
     stream.close();
     await until('the stream to unsubscribe', () => engine.listeners.size === 0);
+  });
+
+  it('lets an exec stream be given up before its command started, which ends it with the reason', async () => {
+    const running = client.exec(VM, { argv: ['hang'] }, { onStdout: () => {}, onStderr: () => {} });
+    await until('the engine to be asked', () => engine.spawning() === 1);
+    expect(running.started()).toBe(false);
+    running.close();
+    await expect(running.exit).rejects.toThrow(/closed by the client/);
   });
 
   it('gives a console viewer the screen first, then output, and passes its typing on', async () => {

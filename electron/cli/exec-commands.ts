@@ -72,7 +72,8 @@ export function exitStatus(exit: ExecExit): number {
 
 /**
  * Runs `request` in `vm`, relaying its output to ours (and our stdin to it with -i), forwarding Ctrl-C to it as
- * SIGINT; resolves with its exit status.
+ * SIGINT; resolves with its exit status. Ctrl-C before the command started (while the agent is being reached) gives
+ * up on it and exits 130, as a shell does.
  */
 async function relay(smol: Smol, vm: string, request: ReturnType<typeof execRequest>, interactive: boolean) {
   const write = (stream: NodeJS.WriteStream) => (chunk: Buffer) => void stream.write(chunk);
@@ -81,13 +82,19 @@ async function relay(smol: Smol, vm: string, request: ReturnType<typeof execRequ
     onStderr: write(process.stderr),
     ...(interactive && { stdin: process.stdin }),
   });
-  const interrupt = () => running.signal('SIGINT');
+  let abandoned = false;
+  const interrupt = () => {
+    if (running.started()) return running.signal('SIGINT');
+    abandoned = true;
+    running.close();
+  };
   process.on('SIGINT', interrupt);
   try {
     const exit = await running.exit;
     await new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
     return exitStatus(exit);
   } catch (error) {
+    if (abandoned) return 128 + os.constants.signals.SIGINT;
     throw new CommandError((error as Error).message, EXIT.failed);
   } finally {
     process.off('SIGINT', interrupt);
