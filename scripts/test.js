@@ -3,8 +3,8 @@
 // handling and the vsock device), the unit tests, the VMM tests with real VMs (on this machine's /dev/kvm when it is usable,
 // PVM included, else inside the KVM lab), the UI end-to-end tests (Chromium against a real engine with tiny guests:
 // on this machine's /dev/kvm when it is usable, PVM included, else with the engine in the KVM lab), then the Linux
-// guest tests (after building the guest, or finding it in the cache) on hardware KVM only, else in the lab (PVM
-// cannot run a Linux guest). Nothing is skipped silently: a part that cannot run counts as a failure. Ends with
+// guest tests (after building the guest and the Debian image of smolfiles/debian.smolfile, or finding them in the
+// cache) on hardware KVM only, else in the lab (PVM cannot run a Linux guest). Nothing is skipped silently: a part that cannot run counts as a failure. Ends with
 // exactly one line `N passed, N failed`; exits non-zero if anything failed.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -189,6 +189,19 @@ async function guestBuildPart() {
   return { name, result, counts: { passed: ok ? 1 : 0, failed: ok ? 0 : 1 } };
 }
 
+/**
+ * The Debian image smolfiles/debian.smolfile asks for (docs/images.md), built on this machine (mmdebstrap needs the
+ * network, which the lab lacks) so that the Linux tests find it by its cache key. A failed build does not stop them:
+ * the test of the image then fails saying what to run.
+ */
+async function debianImagePart() {
+  const name = 'Debian image build (smol image build -f smolfiles/debian.smolfile)';
+  const smolfile = path.join(root, 'smolfiles', 'debian.smolfile');
+  const result = await run([process.execPath, path.join(root, 'bin', 'smol.js'), 'image', 'build', '-f', smolfile]);
+  const ok = result.status === 0;
+  return { name, result, counts: { passed: ok ? 1 : 0, failed: ok ? 0 : 1 } };
+}
+
 /** Turns one part's outcome into counts; a part that did not run or did not report counts as one failure. */
 function settle(part) {
   const { name, result, counts } = part;
@@ -217,6 +230,7 @@ async function main() {
   parts.push(settle(await e2ePart()));
   const guest = settle(await guestBuildPart());
   parts.push(guest);
+  if (guest.failed === 0) parts.push(settle(await debianImagePart()));
   if (guest.failed === 0) parts.push(settle(await kvmPart('Linux guest tests', 'linux', { needs: 'hardware' })));
   else parts.push(settle({ name: 'Linux guest tests', problem: 'not run: the guest did not build' }));
 

@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { Snapshot, Vm } from '../api/schema.js';
 import { age, bytes, EXIT, helpOr, JSON_FLAG, parseCommand, printJson, printTable, withEngine } from './engine-cli.js';
 import { CommandError } from './errors.js';
+import { buildImageFirst } from './image.js';
 
 type Run = (argv: string[]) => Promise<number>;
 
@@ -20,6 +21,7 @@ Smolfile's base snapshot (baked on the first up: boot, then init) and is running
     { min: 0, max: 0, names: '' },
   );
   if (helpOr(help, HELP)) return 0;
+  await buildImageFirst(path.resolve(flags.file));
   const result = await withEngine((smol) =>
     smol.up(path.resolve(flags.file), flags.name === undefined ? {} : { name: flags.name }),
   );

@@ -6,6 +6,7 @@ import type { ExecExit } from '../api/api-client.js';
 import type { Smol } from '../sdk/smol.js';
 import { EXIT, helpOr, parseCommand, withEngine } from './engine-cli.js';
 import { CommandError, UsageError } from './errors.js';
+import { buildImageFirst } from './image.js';
 
 type Run = (argv: string[]) => Promise<number>;
 
@@ -136,6 +137,7 @@ ${EXEC_OPTIONS}
   );
   if (helpOr(help, HELP)) return 0;
   const request = execRequest('run', cmd, flags);
+  await buildImageFirst(path.resolve(flags.file));
   return await withEngine(async (smol) => {
     const { episode, vm } = await smol.up(path.resolve(flags.file));
     try {

@@ -25,6 +25,10 @@ const COMMANDS: Record<string, { summary: string; run: () => Promise<Run> }> = {
     summary: 'build or inspect the Linux guest kernel and initramfs',
     run: async () => (await import('./guest.js')).runGuest,
   },
+  image: {
+    summary: 'build or list the root disk images Smolfiles ask for (debian:<suite>)',
+    run: async () => (await import('./image.js')).runImage,
+  },
   validate: {
     summary: 'check a Smolfile and print its problems with their lines',
     run: async () => (await import('./validate.js')).runValidate,

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ApiFailure } from '../api/engine-api.js';
+import { imagesDir, locateDebianImage } from '../guest/debian-image.js';
 import { updateCurrentGuest } from '../guest/guest-assets.js';
 import { parseSmolfile, type Smolfile } from '../smolfile/smolfile.js';
 import { planBoot } from './boot-plan.js';
@@ -81,5 +82,27 @@ describe('planBoot', () => {
     const plan = planBoot(smolfile(`kernel = "${kernel}"\ncmdline = "console=ttyS0"\n`), env);
     expect(plan.options.disk).toBeUndefined();
     expect(plan).toMatchObject({ baseKey: null, agent: false, init: [] });
+  });
+
+  it('boots a Debian image from its built disk; its init ran at build time, so the base runs only env and workdir', () => {
+    const guest = builtGuest();
+    const text = 'image = "debian:bookworm"\ninit = ["echo at-build"]\nenv = ["A=1"]\nworkdir = "/w"\n';
+    let failure: unknown;
+    try {
+      planBoot(smolfile(text), env);
+    } catch (error) {
+      failure = error;
+    }
+    expect((failure as ApiFailure).status).toBe(409);
+    expect((failure as ApiFailure).message).toMatch(/is not built: run `npx --no-install smol image build -f /);
+
+    const image = locateDebianImage({ suite: 'bookworm', init: ['echo at-build'], env: { A: '1' } }, imagesDir(env));
+    mkdirSync(path.dirname(image.file), { recursive: true });
+    writeFileSync(image.file, 'ext4');
+    const plan = planBoot(smolfile(text), env);
+    expect(plan.options).toMatchObject({ kernel: guest.kernel, disk: { base: image.file }, rng: true });
+    expect(plan.init.join('\n')).not.toMatch(/at-build/);
+    expect(plan.init.join('\n')).toMatch(/export A='1'/);
+    expect(plan.agent).toBe(true);
   });
 });

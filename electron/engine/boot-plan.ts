@@ -3,6 +3,8 @@
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
 import path from 'node:path';
+import type { ProgressCallback } from '../guest/build-progress.js';
+import { ensureDebianImage, imagesDir, locateDebianImage } from '../guest/debian-image.js';
 import { findGuestAssets, GUEST_CMDLINE, GUEST_ROOT_CMDLINE } from '../guest/guest-assets.js';
 import type { Smolfile } from '../smolfile/smolfile.js';
 import type { VmOptions } from '../vmm/vm.js';
@@ -32,16 +34,11 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
     if (smolfile.initrd) options.initrd = smolfile.initrd;
     return { options, baseKey: null, init: [], agent: false };
   }
-  if (smolfile.image.kind !== 'builtin') {
-    throw new ApiFailure(
-      400,
-      `${smolfile.path}: image "debian:${smolfile.image.suite}" cannot be booted yet: the engine boots image = ` +
-        '"builtin" and bare kernels so far (Debian images come with the guest agent)',
-    );
-  }
   const assets = findGuestAssets(env);
   const kernel = smolfile.kernel ?? assets.kernel;
-  if (!kernel || !assets.rootfs) {
+  const debian = smolfile.image.kind === 'debian' ? debianImage(smolfile, env) : null;
+  const rootDisk = debian ? debian.file : assets.rootfs;
+  if (!kernel || !rootDisk) {
     throw new ApiFailure(
       409,
       'the builtin image needs the Linux guest and its root disk, which are not built: ' +
@@ -51,14 +48,16 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
   // The root disk's image is the base of every VM's disk chain; the engine gives each instance its layer over it.
   const root = `${GUEST_CMDLINE} ${GUEST_ROOT_CMDLINE}`;
   const cmdline = smolfile.cmdline ? `${root} ${smolfile.cmdline}` : root;
-  const options: VmOptions = { kernel, cmdline, disk: { base: assets.rootfs }, rng: true, ...common };
-  const init = bakeCommands(smolfile);
+  const options: VmOptions = { kernel, cmdline, disk: { base: rootDisk }, rng: true, ...common };
+  // A Debian image ran the Smolfile's init when it was built (with the host's network); the base only takes the
+  // console's env and workdir.
+  const init = bakeCommands(smolfile, { withInit: !debian });
   const baseKey = createHash('sha256')
     .update(
       JSON.stringify({
         format: 3, // 2: the VM has a vsock device for the agent; 3: it boots from its root disk, with virtio-rng
         kernel: fileStamp(kernel),
-        rootfs: path.basename(assets.rootfs), // named by its content's hash
+        rootfs: path.basename(rootDisk), // named by its content's hash
         cmdline,
         ...common,
         init,
@@ -75,11 +74,51 @@ const quote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
  * The console commands that bake a base: each `init` command in a subshell with the Smolfile's `env`, then the
  * console shell itself takes `env` and `workdir`, so a console opened later starts where the Smolfile says.
  */
-function bakeCommands(smolfile: Smolfile): string[] {
+function bakeCommands(smolfile: Smolfile, { withInit = true } = {}): string[] {
   const exports = Object.entries(smolfile.env).map(([key, value]) => `export ${key}=${quote(value)}`);
   const prefix = exports.length > 0 ? `${exports.join('; ')}; ` : '';
-  const commands = smolfile.init.map((command) => `(${prefix}${command})`);
+  const commands = withInit ? smolfile.init.map((command) => `(${prefix}${command})`) : [];
   if (exports.length > 0) commands.push(exports.join('; '));
   if (smolfile.workdir) commands.push(`mkdir -p ${quote(smolfile.workdir)} && cd ${quote(smolfile.workdir)}`);
   return commands;
+}
+
+const debianRecipe = (smolfile: Smolfile) => {
+  const image = smolfile.image as { kind: 'debian'; suite: string };
+  return { suite: image.suite, init: smolfile.init, env: smolfile.env };
+};
+
+/** Where a Debian Smolfile's image is; 409 with the command that builds it when it is not built. */
+function debianImage(smolfile: Smolfile, env: NodeJS.ProcessEnv): { file: string } {
+  let located;
+  try {
+    located = locateDebianImage(debianRecipe(smolfile), imagesDir(env));
+  } catch (error) {
+    throw new ApiFailure(400, `${smolfile.path}: ${(error as Error).message}`);
+  }
+  if (!located.built) {
+    throw new ApiFailure(
+      409,
+      `${smolfile.path}: its image (${located.name}) is not built: run \`npx --no-install smol image build -f ` +
+        `${smolfile.path}\``,
+    );
+  }
+  return { file: located.file };
+}
+
+/**
+ * Builds the image a Smolfile needs when that takes more than reading a cache: a Debian image (mmdebstrap, then
+ * the Smolfile's init with the host's network; a minute or more). Nothing for the builtin image or a bare kernel.
+ */
+export async function prepareImage(
+  smolfile: Smolfile,
+  onProgress: ProgressCallback,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<void> {
+  if (smolfile.image?.kind !== 'debian') return;
+  try {
+    await ensureDebianImage({ ...debianRecipe(smolfile), dir: imagesDir(env), onProgress });
+  } catch (error) {
+    throw new ApiFailure(400, `${smolfile.path}: building its image failed: ${(error as Error).message}`);
+  }
 }

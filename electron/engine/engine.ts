@@ -34,8 +34,8 @@ import type {
   UpdateSnapshotRequest,
   Vm,
 } from '../api/schema.js';
-import { formatProblem, loadSmolfile } from '../smolfile/smolfile.js';
-import { planBoot } from './boot-plan.js';
+import { formatProblem, loadSmolfile, type Smolfile } from '../smolfile/smolfile.js';
+import { planBoot, prepareImage } from './boot-plan.js';
 import { EngineCore, type EngineOptions } from './engine-core.js';
 import { METRICS_INTERVAL_MS } from './metrics.js';
 import { EpisodeRecord, LIVE_STATES, freshName, vmView } from './episode-registry.js';
@@ -140,6 +140,29 @@ export class Engine extends EngineCore implements EngineApi {
 
   // ---- episodes ----
 
+  /** Image builds, one at a time (two `up`s of one Smolfile must not build its image twice at once). */
+  #imageBuilds: Promise<unknown> = Promise.resolve();
+
+  /** Builds the Smolfile's image if it needs building, with `progress` events (operation `image`) as it goes. */
+  #prepareImage(smolfile: Smolfile): Promise<void> {
+    let lastStep = '';
+    const build = this.#imageBuilds.then(() =>
+      prepareImage(smolfile, ({ step, detail, fraction }) => {
+        if (step !== lastStep) this.options.log(`engine: image ${smolfile.path}: ${step}: ${detail}`);
+        lastStep = step;
+        this.emit({
+          type: 'progress',
+          operation: 'image',
+          vm: null,
+          done: Math.round((fraction ?? 0) * 1000),
+          total: 1000,
+        });
+      }),
+    );
+    this.#imageBuilds = build.catch(() => undefined);
+    return build;
+  }
+
   async createEpisode(request: CreateEpisodeRequest): Promise<CreateEpisodeResponse> {
     const file = path.resolve(request.smolfile);
     let result;
@@ -153,6 +176,7 @@ export class Engine extends EngineCore implements EngineApi {
       throw new ApiFailure(400, `the Smolfile has errors:\n${errors.join('\n')}`);
     }
     const smolfile = result.smolfile;
+    await this.#prepareImage(smolfile);
     const plan = planBoot(smolfile);
     const text = await readFile(file, 'utf8');
     // From here to `episodes.set` nothing awaits: two concurrent `up`s cannot take the same name.

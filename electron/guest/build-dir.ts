@@ -35,13 +35,23 @@ function isAbandoned(dir: string, now: number): boolean {
   }
 }
 
-/** Removes `<prefix>*` trees whose build is no longer running; returns their names. */
-export function removeAbandonedBuildDirs(guestDir: string, prefix: string, now = Date.now()): string[] {
+const removeTree = (dir: string) => rmSync(dir, { recursive: true, force: true });
+
+/**
+ * Removes `<prefix>*` trees whose build is no longer running; returns their names. `remove` does the removing: a
+ * chroot tree (debian-image.ts) may still have file systems mounted in it, which must be unmounted first.
+ */
+export function removeAbandonedBuildDirs(
+  guestDir: string,
+  prefix: string,
+  now = Date.now(),
+  remove: (dir: string) => void = removeTree,
+): string[] {
   const removed: string[] = [];
   for (const name of readdirSync(guestDir).filter((n) => n.startsWith(prefix))) {
     const dir = path.join(guestDir, name);
     if (!isAbandoned(dir, now)) continue;
-    rmSync(dir, { recursive: true, force: true });
+    remove(dir);
     removed.push(name);
   }
   return removed;

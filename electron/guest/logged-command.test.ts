@@ -35,4 +35,31 @@ describe('build commands', () => {
     setTimeout(() => abort.abort(), 50);
     await expect(run).rejects.toThrow('interrupted');
   });
+
+  it('an abort of a command run as a process group stops its children too', async () => {
+    const abort = new AbortController();
+    const pids: number[] = [];
+    // The shell waits for both; SIGTERM to the shell alone would leave them running.
+    const script = `sleep 30 & echo $!; sh -c 'echo $$; while :; do sleep 1; done' & wait`;
+    const run = runLogged('sh', ['-c', script], {
+      cwd: dir,
+      log: path.join(dir, 'group.log'),
+      signal: abort.signal,
+      processGroup: true,
+      onLine: (line) => {
+        pids.push(Number(line));
+        if (pids.length === 2) abort.abort();
+      },
+    });
+    await expect(run).rejects.toThrow('interrupted');
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    await expect.poll(() => pids.filter(alive), { timeout: 5_000 }).toEqual([]);
+  });
 });

@@ -9,6 +9,22 @@ export interface LoggedCommandOptions {
   env?: NodeJS.ProcessEnv;
   onLine?: (line: string) => void;
   signal?: AbortSignal;
+  /**
+   * Runs the command in a process group of its own and ends the whole group on abort (SIGTERM, then SIGKILL if it is
+   * still there after GROUP_KILL_MS): mmdebstrap answers SIGTERM by waiting for its worker to finish the build.
+   */
+  processGroup?: boolean;
+}
+
+const GROUP_KILL_MS = 10_000;
+
+/** Signals a process group, which may be gone already. */
+function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // ESRCH: nothing left in it
+  }
 }
 
 const TAIL_LINES = 15;
@@ -32,6 +48,7 @@ export function runLogged(command: string, args: string[], options: LoggedComman
       cwd: options.cwd,
       env: options.env ?? process.env,
       stdio: ['ignore', 'pipe', 'pipe'],
+      detached: options.processGroup ?? false,
     });
     const tail: string[] = [];
     let partial = { stdout: '', stderr: '' };
@@ -47,7 +64,13 @@ export function runLogged(command: string, args: string[], options: LoggedComman
     };
     child.stdout.on('data', (chunk: Buffer) => take('stdout', chunk));
     child.stderr.on('data', (chunk: Buffer) => take('stderr', chunk));
-    const abort = () => child.kill('SIGTERM');
+    const group = options.processGroup ? child.pid : undefined;
+    let killTimer: NodeJS.Timeout | undefined;
+    const abort = () => {
+      if (group === undefined) return void child.kill('SIGTERM');
+      signalGroup(group, 'SIGTERM');
+      killTimer = setTimeout(() => signalGroup(group, 'SIGKILL'), GROUP_KILL_MS);
+    };
     options.signal?.addEventListener('abort', abort, { once: true });
     child.on('error', (err) => {
       options.signal?.removeEventListener('abort', abort);
@@ -55,6 +78,9 @@ export function runLogged(command: string, args: string[], options: LoggedComman
     });
     child.on('close', (status, signal) => {
       options.signal?.removeEventListener('abort', abort);
+      clearTimeout(killTimer);
+      // Whatever of an aborted group outlived its leader goes too.
+      if (group !== undefined && options.signal?.aborted) signalGroup(group, 'SIGKILL');
       for (const rest of [partial.stdout, partial.stderr]) if (rest) tail.push(rest);
       if (options.signal?.aborted) return reject(new Error('interrupted'));
       if (status === 0) return resolve();

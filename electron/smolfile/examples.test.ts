@@ -38,4 +38,11 @@ describe('the example Smolfiles in smolfiles/', () => {
     });
     expect(smolfile?.init.length).toBeGreaterThan(0);
   });
+
+  it('debian.smolfile asks for a Debian bookworm image with init commands (built by smol image build)', async () => {
+    const { smolfile } = await loadSmolfile(path.join(dir, 'debian.smolfile'));
+    expect(smolfile).toMatchObject({ image: { kind: 'debian', suite: 'bookworm' }, kernel: null });
+    // tests/linux/debian-image.test.ts boots this image and checks what these made.
+    expect(smolfile?.init).toContain('echo built > /etc/smol-built');
+  });
 });

@@ -1,7 +1,10 @@
 // Boots the Linux guest `smol guest build` made (its vmlinux, and its base initramfs or root disk) on our VMM, for the
 // Linux tests.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { afterAll } from 'vitest';
+import type { AgentClient } from '../../electron/agent/agent-client.js';
 import { findGuestAssets, GUEST_CMDLINE, GUEST_ROOT_CMDLINE } from '../../electron/guest/guest-assets.js';
 import { Vm, type VmExit, type VmOptions } from '../../electron/vmm/vm.js';
 import { watchConsole, type RunningGuest } from '../vmm/guests.js';
@@ -91,3 +94,19 @@ export function attachLinux(vm: Vm): LinuxGuest {
 }
 
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\<>]/g, '\\$&');
+
+/**
+ * A test file's scratch directory, and the VMs and agent clients it starts: all ended and removed when the file's
+ * tests are done, whatever happened.
+ */
+export function linuxWorkspace(prefix: string): { work: string; vms: Vm[]; clients: AgentClient[] } {
+  const work = mkdtempSync(path.join(tmpdir(), prefix));
+  const vms: Vm[] = [];
+  const clients: AgentClient[] = [];
+  afterAll(async () => {
+    clients.forEach((client) => client.close());
+    await Promise.all(vms.filter((vm) => vm.state !== 'exited').map((vm) => vm.kill()));
+    rmSync(work, { recursive: true, force: true });
+  });
+  return { work, vms, clients };
+}

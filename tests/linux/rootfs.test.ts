@@ -2,24 +2,15 @@
 // (docs/guest.md, "The root disk"): no initramfs, the image as the disk's read-only base, a layer of this test's own
 // over it. The same /init and inittab as the initramfs bring up the shell and the guest agent; the file system the
 // guest writes is on the disk, and an orderly poweroff leaves it clean for the next boot.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AgentClient } from '../../electron/agent/agent-client.js';
 import { GUEST_ROOT_CMDLINE } from '../../electron/guest/guest-assets.js';
 import { ROOTFS_SIZE_BYTES } from '../../electron/guest/rootfs-build.js';
-import type { Vm } from '../../electron/vmm/vm.js';
-import { bootRootDisk } from './linux-guest.js';
+import { bootRootDisk, linuxWorkspace } from './linux-guest.js';
 
-const work = mkdtempSync(path.join(tmpdir(), 'smol-linux-rootfs-'));
-const vms: Vm[] = [];
-const clients: AgentClient[] = [];
-afterAll(async () => {
-  clients.forEach((client) => client.close());
-  await Promise.all(vms.filter((vm) => vm.state !== 'exited').map((vm) => vm.kill()));
-  rmSync(work, { recursive: true, force: true });
-});
+const { work, vms, clients } = linuxWorkspace('smol-linux-rootfs-');
 
 const AGENT_PORT = 52;
 const READY_MS = 90_000;

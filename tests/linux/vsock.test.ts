@@ -2,22 +2,13 @@
 // (native/agent/) and its client, over the VMM's Firecracker-style muxer socket: commands and files go both ways,
 // and the agent answers again after a restore and in a fork, whether a connection was open at the checkpoint or not.
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AgentClient } from '../../electron/agent/agent-client.js';
 import { Vm } from '../../electron/vmm/vm.js';
-import { attachLinux, bootLinux } from './linux-guest.js';
+import { attachLinux, bootLinux, linuxWorkspace } from './linux-guest.js';
 
-const work = mkdtempSync(path.join(tmpdir(), 'smol-vsock-'));
-const vms: Vm[] = [];
-const clients: AgentClient[] = [];
-afterAll(async () => {
-  clients.forEach((client) => client.close());
-  await Promise.all(vms.filter((vm) => vm.state !== 'exited').map((vm) => vm.kill()));
-  rmSync(work, { recursive: true, force: true });
-});
+const { work, vms, clients } = linuxWorkspace('smol-vsock-');
 
 const AGENT_PORT = 52;
 const READY_MS = 90_000;
