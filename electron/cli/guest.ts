@@ -1,11 +1,11 @@
 // `smol guest build` and `smol guest info`: the Linux guest's kernel, base initramfs and root disk (docs/guest.md).
-import { constants as os } from 'node:os';
-import { ProgressDisplay, formatElapsed } from '../guest/build-progress.js';
+import { formatElapsed } from '../guest/build-progress.js';
 import { GUEST_CMDLINE, GUEST_ROOT_CMDLINE } from '../guest/guest-assets.js';
 import { buildGuest, type GuestBuildResult } from '../guest/guest-build.js';
 import { guestInfo, type GuestInfo } from '../guest/guest-info.js';
 import { parseFlags } from './args.js';
-import { CommandError, UsageError } from './errors.js';
+import { UsageError } from './errors.js';
+import { runInterruptibleBuild } from './interruptible-build.js';
 
 export const GUEST_HELP = `Usage: smol guest build [--force] [--json]
        smol guest info [--json]
@@ -100,29 +100,12 @@ export function formatGuestInfo(info: GuestInfo): string {
   return lines.join('\n') + '\n';
 }
 
-const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-
 async function runBuild(args: { force: boolean; json: boolean }): Promise<number> {
-  const display = new ProgressDisplay(process.stderr);
-  const abort = new AbortController();
-  let stoppedBy: NodeJS.Signals | undefined;
-  const onSignal = (signal: NodeJS.Signals) => {
-    stoppedBy ??= signal;
-    abort.abort();
-  };
-  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
-  try {
-    const result = await buildGuest({ force: args.force, onProgress: display.report, signal: abort.signal });
-    display.finish();
-    process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatBuildResult(result));
-    return 0;
-  } catch (err) {
-    display.finish();
-    if (stoppedBy) throw new CommandError('interrupted; the partial build was removed', 128 + os.signals[stoppedBy]);
-    throw new CommandError(`guest build failed: ${(err as Error).message}`);
-  } finally {
-    for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
-  }
+  const result = await runInterruptibleBuild('guest build', (onProgress, signal) =>
+    buildGuest({ force: args.force, onProgress, signal }),
+  );
+  process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatBuildResult(result));
+  return 0;
 }
 
 export async function runGuest(argv: string[]): Promise<number> {
