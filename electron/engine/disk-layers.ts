@@ -4,6 +4,7 @@
 // names new layers and reads just enough of a layer's header to follow a chain down: the path of the layer below.
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { chmod, link, mkdir, open, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -52,12 +53,39 @@ export async function readLayerHeader(file: string): Promise<LayerHeader | null>
   }
 }
 
+/** Whether `file` is a layer whose header says frozen (synchronous: for a path that must decide at once). */
+export function isFrozenLayerSync(file: string): boolean {
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, 'r');
+    const header = Buffer.alloc(24);
+    return (
+      readSync(fd, header, 0, 24, 0) === 24 &&
+      header.toString('latin1', 0, 8) === MAGIC &&
+      (header.readUInt32LE(20) & FLAG_FROZEN) !== 0
+    );
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
 /** The name of the layer directly below `file` when it is a layer in `disksDir`, else null (a base image, none). */
 export async function layerBelow(file: string, disksDir: string): Promise<string | null> {
   const header = await readLayerHeader(file);
   if (!header || path.dirname(header.below) !== disksDir) return null;
   const name = path.basename(header.below);
   return LAYER_NAME.test(name) ? name : null;
+}
+
+/** How many layers the chain under `file` has (itself included, the base not), counting those in `disksDir`. */
+export async function chainDepth(file: string, disksDir: string): Promise<number> {
+  let depth = 1;
+  for (let below = await layerBelow(file, disksDir); below && depth < 128; depth++) {
+    below = await layerBelow(path.join(disksDir, below), disksDir);
+  }
+  return depth;
 }
 
 export const IMAGES_DIR = 'images';
@@ -73,8 +101,7 @@ export async function adoptBaseImage(home: string, file: string): Promise<string
   const target = path.join(dir, path.basename(file));
   if (await stat(target).catch(() => null)) return target;
   await mkdir(dir, { recursive: true });
-  const temporary = `${target}.partial-${process.pid}`;
-  await rm(temporary, { force: true });
+  const temporary = `${target}.partial-${randomBytes(6).toString('hex')}`;
   try {
     await link(file, temporary);
   } catch (error) {
@@ -86,6 +113,7 @@ export async function adoptBaseImage(home: string, file: string): Promise<string
     }
   }
   await chmod(temporary, 0o444);
+  // Two first boots of one image at once: the later rename replaces an identical file.
   await rename(temporary, target);
   return target;
 }

@@ -18,7 +18,7 @@ import type { CheckpointInfo } from '../vmm/vm.js';
 import { planBoot, type BootPlan } from './boot-plan.js';
 import { ConsoleHub } from './console-hub.js';
 import { ConsoleShell } from './console-shell.js';
-import { adoptBaseImage, readLayerHeader } from './disk-layers.js';
+import { adoptBaseImage, chainDepth, isFrozenLayerSync, readLayerHeader } from './disk-layers.js';
 import {
   LIVE_STATES,
   episodeView,
@@ -39,6 +39,11 @@ const INIT_COMMAND_MS = 600_000;
 export const AGENT_PORT = 52;
 const GUEST_CID = 3;
 /** How long after a boot, restore or fork the agent has to answer before the VM shows it `unreachable`. */
+/**
+ * A checkpoint whose frozen disk layer sits on this many layers or more gets it flattened onto the base (the VMM
+ * opens chains of at most 64); SMOL_DISK_FLATTEN_DEPTH changes it (tests do).
+ */
+const FLATTEN_DEPTH = Number(process.env.SMOL_DISK_FLATTEN_DEPTH) || 16;
 /** How long an agent has to answer after a boot, restore or fork; SMOL_AGENT_READY_MS changes it (tests do). */
 const AGENT_READY_MS = Number(process.env.SMOL_AGENT_READY_MS) || 120_000;
 
@@ -460,7 +465,9 @@ export class EngineCore {
     this.#owners.delete(instance);
     const top = this.#diskTops.get(instance);
     this.#diskTops.delete(instance);
-    if (top) rmSync(top, { force: true }); // its VMM may still have it open: unlinking is safe
+    // Its VMM may still have it open: unlinking is safe. A frozen one is a snapshot's (a checkpoint froze it just as
+    // the VM ended, before the engine heard of the new layer): it stays.
+    if (top && !isFrozenLayerSync(top)) rmSync(top, { force: true });
     this.#agents.get(instance)?.client.close();
     this.#agents.delete(instance);
   }
@@ -645,7 +652,8 @@ export class EngineCore {
       if (top && next) await this.settleFailedDiskSwitch(instance, top, next);
       throw error;
     }
-    if (next) this.setDiskTop(instance, next);
+    if (next && this.#instances.get(vm.id) === instance) this.setDiskTop(instance, next);
+    else if (next) rmSync(next, { force: true }); // the instance ended meanwhile: nothing writes it
     const snapshot = await this.store.publish({
       id,
       episode: kind === 'base' ? null : episode.id,
@@ -663,6 +671,12 @@ export class EngineCore {
     vm.snapshot = snapshot.id;
     vm.layerHead = snapshot.id;
     await this.save(episode);
+    if (info.disk) {
+      const file = info.disk;
+      this.#flattenIfDeep(episode, snapshot, file).catch((error: Error) =>
+        this.options.log(`engine: flattening the disk layer of ${snapshot.id} failed: ${error.message}`),
+      );
+    }
     this.hub(vm).marker(
       `${KIND_STEMS[kind]} ${snapshot.name}${snapshot.note && kind !== 'base' ? `: ${snapshot.note}` : ''}`,
     );
@@ -670,6 +684,22 @@ export class EngineCore {
     this.emit({ type: 'vm.updated', vm: vmView(vm) });
     if (kind === 'auto') await this.#pruneAuto(episode, vm);
     return snapshot;
+  }
+
+  /**
+   * Keeps disk chains short (docs/engine.md, "Disks"): when the layer a checkpoint froze sits on FLATTEN_DEPTH
+   * layers or more, the episode's vmhost rewrites it onto the base in the background (same id: layers over it, the
+   * VM's own included, still open), and from then on the snapshot's disk needs no snapshot below it.
+   */
+  async #flattenIfDeep(episode: EpisodeRecord, snapshot: Snapshot, file: string): Promise<void> {
+    const depth = await chainDepth(file, this.store.disksDir);
+    if (depth < FLATTEN_DEPTH) return;
+    const result = await this.host(episode).request({ op: 'flatten', path: file });
+    await this.store.setDiskParent(snapshot.id, null);
+    this.options.log(
+      `engine: flattened the disk layer of ${snapshot.id}: ${result.depthBefore} layers into one ` +
+        `(${Math.round(result.bytes / 2 ** 20)} MiB)`,
+    );
   }
 
   /** Checkpoints a live VM (kind `suspend`) and ends its instance; `start` restores it. */

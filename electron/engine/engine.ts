@@ -283,7 +283,9 @@ export class Engine extends EngineCore implements EngineApi {
           }
         } catch (error) {
           if (top && disks.diskTop && (await this.settleFailedDiskSwitch(parent, top, disks.diskTop))) {
-            await this.store.addDiskLayers(point.id, [top]);
+            await this.store
+              .addDiskLayers(point.id, [top])
+              .catch((e: Error) => this.options.log(`engine: the fork point keeps no record of ${top}: ${e.message}`));
           }
           const exit = { reason: 'error', code: null, message: `the fork failed: ${(error as Error).message}` };
           for (const child of children) {

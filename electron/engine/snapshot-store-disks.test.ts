@@ -139,6 +139,16 @@ describe('disk layers in the snapshot store', () => {
     expect(disks()).toEqual([path.basename(live)]);
   });
 
+  it('once a snapshot’s layer is flattened onto the base, the snapshots below it can go', async () => {
+    const { snapshot: first, next } = await checkpoint(firstTop());
+    const { snapshot: second } = await checkpoint(next, null, first.id);
+    await store.delete(first.id);
+    expect((await store.gc([])).removed).toEqual([]);
+    await store.setDiskParent(second.id, null); // what the engine does after the vmhost flattened it
+    expect((await store.gc([])).removed).toEqual([first.id]);
+    expect(store.hasDisk(second.id)).toBe(true);
+  });
+
   it('a fork point owns the layer the fork froze as well, and frees both with its files', async () => {
     const { snapshot: point, next: parentTop } = await checkpoint(firstTop());
     writeLayer(parentTop, (await readLayerHeader(parentTop))!.below, { frozen: true });
@@ -152,6 +162,23 @@ describe('disk layers in the snapshot store', () => {
     await store.delete(childSnap.id);
     await store.gc([]);
     expect(disks().filter((name) => name === path.basename(parentTop))).toEqual([]);
+  });
+
+  it('a layer no snapshot owned (a checkpoint that failed after freezing it) goes to the next snapshot on it', async () => {
+    const { snapshot: first, next: failedTop } = await checkpoint(firstTop());
+    // The checkpoint froze `failedTop` and then failed: no snapshot owns it; the VM went on with `top`.
+    writeLayer(failedTop, (await readLayerHeader(failedTop))!.below, { frozen: true });
+    const top = store.newDiskLayer();
+    writeLayer(top, failedTop);
+    const { snapshot: second } = await checkpoint(top, null, first.id);
+    expect(logged.some((line) => line.includes('which no snapshot owned'))).toBe(true);
+    // The first snapshot stays while the second's disk needs it, and the unowned layer goes with the second.
+    await store.delete(first.id);
+    expect((await store.gc([])).removed).toEqual([]);
+    await store.delete(second.id);
+    expect((await store.gc([])).removed.sort()).toEqual([first.id, second.id].sort());
+    expect(disks()).not.toContain(path.basename(failedTop));
+    expect(disks()).not.toContain(path.basename(top));
   });
 
   it('at start-up, writable layers no snapshot needs go (their VMs ended with the engine); owned ones stay', async () => {

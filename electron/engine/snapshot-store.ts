@@ -149,13 +149,23 @@ export class SnapshotStore {
     };
   }
 
-  /** A frozen layer's manifest fields: its name, and the snapshot owning the layer below it (its disk parent). */
+  /**
+   * A frozen layer's manifest fields: its name, and the snapshot owning the nearest layer below it (its disk
+   * parent). Layers between the two that no snapshot owns (frozen by a checkpoint or fork that failed after the VMM
+   * switched layers) become this snapshot's too: it is the first that needs them.
+   */
   async #diskFields(file: string): Promise<Pick<Manifest, 'diskLayers' | 'diskParent'>> {
-    const name = this.#layerName(file);
-    const below = await layerBelow(file, this.#disks);
-    const owner = below && [...this.#entries.values()].find((e) => e.manifest.diskLayers?.includes(below));
-    if (below && !owner) this.log(`store: the disk layer below ${name} (${below}) belongs to no snapshot`);
-    return { diskLayers: [name], diskParent: owner ? owner.manifest.id : null };
+    const names = [this.#layerName(file)];
+    const ownerOf = (name: string) => [...this.#entries.values()].find((e) => e.manifest.diskLayers?.includes(name));
+    let below = await layerBelow(file, this.#disks);
+    let owner = below ? ownerOf(below) : undefined;
+    while (below && !owner && !names.includes(below) && names.length < 64) {
+      this.log(`store: ${names[0]} sits on ${below}, which no snapshot owned: the new snapshot owns it`);
+      names.push(below);
+      below = await layerBelow(path.join(this.#disks, below), this.#disks);
+      owner = below ? ownerOf(below) : undefined;
+    }
+    return { diskLayers: names, diskParent: owner ? owner.manifest.id : null };
   }
 
   #layerName(file: string): string {
@@ -260,6 +270,19 @@ export class SnapshotStore {
         await this.#write({ ...entry.manifest, deleted: true });
       }
       await this.#collect(liveLayerHeads);
+    });
+  }
+
+  /** SMOL_HOME/disks, symbolic links resolved. */
+  get disksDir(): string {
+    return this.#disks;
+  }
+
+  /** After its first disk layer was flattened onto the base: its disk no longer needs the snapshots below. */
+  setDiskParent(id: string, diskParent: string | null): Promise<void> {
+    return this.#serial(async () => {
+      const entry = this.#entries.get(id);
+      if (entry) await this.#write({ ...entry.manifest, diskParent });
     });
   }
 

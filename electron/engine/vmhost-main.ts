@@ -2,6 +2,7 @@
 // "Processes"). It does what the engine asks and reports console output and exits; it keeps no state of its own
 // beyond the live VMs, so when it dies the engine loses only those VMs, never a snapshot.
 import { Vm } from '../vmm/vm.js';
+import { loadNative } from '../vmm/native.js';
 import { engineChannel } from './vmhost-parent.js';
 import type { HostMessageOut, HostRequest } from './vmhost-protocol.js';
 
@@ -106,6 +107,8 @@ async function handle(request: HostRequest, seq: number): Promise<unknown> {
     }
     case 'write':
       return writeInput(request.vm, Buffer.from(request.data));
+    case 'flatten':
+      return await loadNative().flattenDiskLayer(request.path);
     case 'checkpoint':
       return await vmOf(request.vm).checkpoint(
         request.dir,

@@ -13,6 +13,8 @@ export type HostRequest =
   /** CPU time and memory of each named VM that is running here (the others are left out). */
   | { op: 'sample'; vms: string[] }
   | { op: 'write'; vm: string; data: Buffer }
+  /** Flattens a frozen disk layer (docs/disks.md, "Flattening"); no VM involved. */
+  | { op: 'flatten'; path: string }
   /** `diskTop`: the layer a VM with a disk writes to after the checkpoint froze the one it wrote. */
   | { op: 'checkpoint'; vm: string; dir: string; diskTop?: string }
   /**
@@ -38,6 +40,7 @@ export interface HostResults {
   stats: MemoryStats;
   sample: Array<{ vm: string; cpuNs: number; memory: MemoryStats }>;
   write: number;
+  flatten: { depthBefore: number; depthAfter: number; bytes: number };
   checkpoint: CheckpointInfo;
   fork: null;
 }

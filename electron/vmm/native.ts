@@ -158,6 +158,11 @@ export interface NativeBinding {
   createDiskLayer(path: string, below: string): Promise<void>;
   /** The chain under a layer or image, checked as a VM would open it. */
   diskInfo(path: string): Promise<DiskInfo>;
+  /**
+   * The frozen layer at `path` rewritten in place to sit on the base alone (same id, same reads), so that chains
+   * stay short however many checkpoints a VM takes (docs/disks.md, "Flattening").
+   */
+  flattenDiskLayer(path: string): Promise<{ depthBefore: number; depthAfter: number; bytes: number }>;
 }
 
 export const nativeModulePath = path.join(packageRoot, 'native', 'build', 'Release', 'smol.node');

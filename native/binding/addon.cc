@@ -40,6 +40,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("kvmProbe", Napi::Function::New<KvmProbe>(env, "kvmProbe"));
   exports.Set("createDiskLayer", Napi::Function::New<CreateDiskLayer>(env, "createDiskLayer"));
   exports.Set("diskInfo", Napi::Function::New<DiskInfo>(env, "diskInfo"));
+  exports.Set("flattenDiskLayer", Napi::Function::New<FlattenDiskLayer>(env, "flattenDiskLayer"));
   return exports;
 }
 

@@ -1,5 +1,5 @@
-// Disk layers (docs/disks.md) for the engine: create a layer, describe a chain. Both touch the disk, so both run
-// off the JavaScript thread and return promises.
+// Disk layers (docs/disks.md) for the engine: create a layer, describe a chain, flatten one. They touch the disk, so
+// they run off the JavaScript thread and return promises.
 #include "disk_wrap.h"
 
 #include <string>
@@ -80,7 +80,41 @@ class DiskInfoWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
 };
 
+// flattenDiskLayer(path): the frozen layer rewritten to sit on the base alone (disk_flatten).
+class FlattenWorker : public Napi::AsyncWorker {
+ public:
+  FlattenWorker(Napi::Env env, std::string path)
+      : Napi::AsyncWorker(env, "smol:flattenDiskLayer"), path_(std::move(path)), deferred_(Napi::Promise::Deferred::New(env)) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+  void Execute() override {
+    struct vm_error err = {};
+    if (disk_flatten(path_.c_str(), &stats_, &err) < 0) SetError(err.msg);
+  }
+  void OnOK() override {
+    Napi::Object r = Napi::Object::New(Env());
+    r.Set("depthBefore", stats_.depth_before);
+    r.Set("depthAfter", stats_.depth_after);
+    r.Set("bytes", static_cast<double>(stats_.bytes));
+    deferred_.Resolve(r);
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  std::string path_;
+  struct disk_flatten_stats stats_ = {};
+  Napi::Promise::Deferred deferred_;
+};
+
 }  // namespace
+
+Napi::Value FlattenDiskLayer(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "flattenDiskLayer(path) expects a path");
+  auto* worker = new FlattenWorker(env, info[0].As<Napi::String>().Utf8Value());
+  Napi::Promise p = worker->Promise();
+  worker->Queue();
+  return p;
+}
 
 Napi::Value CreateDiskLayer(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();

@@ -1,7 +1,9 @@
-// createDiskLayer(path, below) -> Promise<void>; diskInfo(path) -> Promise<{size, base, layers}>. See docs/disks.md.
+// createDiskLayer(path, below) -> Promise<void>; diskInfo(path) -> Promise<{size, base, layers}>;
+// flattenDiskLayer(path) -> Promise<{depthBefore, depthAfter, bytes}>. See docs/disks.md.
 #pragma once
 
 #include <napi.h>
 
 Napi::Value CreateDiskLayer(const Napi::CallbackInfo& info);
 Napi::Value DiskInfo(const Napi::CallbackInfo& info);
+Napi::Value FlattenDiskLayer(const Napi::CallbackInfo& info);

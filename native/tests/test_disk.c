@@ -130,6 +130,72 @@ TEST(disk_freeze_stacks_a_new_layer_and_keeps_the_frozen_one)
 	disk_close(d);
 }
 
+/* Byte `off` of the disk whose top is `path`, opened afresh (read-only). */
+static int byte_of(const char *path, uint64_t off)
+{
+	struct vm_error err = { 0 };
+	struct disk *d;
+	int b;
+
+	if (disk_open(path, 1, &d, &err) < 0)
+		return -1;
+	b = read_byte(d, off);
+	disk_close(d);
+	return b;
+}
+
+TEST(disk_flatten_puts_a_long_chain_into_one_layer_that_reads_the_same)
+{
+	char base[TEST_PATH_MAX], names[40][TEST_PATH_MAX], child[TEST_PATH_MAX];
+	struct disk_flatten_stats st;
+	struct vm_error err = { 0 };
+	struct disk *d, *c;
+	const int n = 40;	/* checkpoints: 40 frozen layers, then the top */
+
+	REQUIRE(make_base(base) == 0);
+	layer_path(names[0], "flat-0");
+	CHECK_OK(disk_layer_create(names[0], base, &err), err.msg);
+	CHECK_OK(disk_open(names[0], 0, &d, &err), err.msg);
+	REQUIRE(d);
+	/* Layer i writes byte i of cluster i % 4 and overwrites byte 0 of cluster 0: the newest write must win. */
+	for (int i = 0; i < n; i++) {
+		uint8_t v = (uint8_t)(0x40 + i);
+
+		CHECK_OK(disk_write(d, (uint64_t)(i % 4) * DISK_CLUSTER_SIZE + 1 + i, &v, 1, &err), err.msg);
+		CHECK_OK(disk_write(d, 0, &v, 1, &err), err.msg);
+		if (i + 1 < n) {
+			snprintf(names[i + 1], TEST_PATH_MAX, "%s/flat-%d", test_tmpdir(), i + 1);
+			CHECK_OK(disk_freeze_and_stack(d, names[i + 1], &err), err.msg);
+		}
+	}
+	layer_path(child, "flat-top");
+	CHECK_OK(disk_freeze_and_stack(d, child, &err), err.msg);	/* names[n-1] frozen; the VM goes on on `child` */
+	/* Flattening the newest frozen layer: one layer on the base, same reads; `child` (stacked on it) still opens. */
+	CHECK_OK(disk_flatten(names[n - 1], &st, &err), err.msg);
+	CHECK_EQ_INT(st.depth_before, n);
+	CHECK_EQ_INT(st.depth_after, 1);
+	CHECK_EQ_INT(st.bytes, 4 * DISK_CLUSTER_SIZE);
+	CHECK_EQ_INT(byte_of(names[n - 1], 0), 0x40 + n - 1);
+	for (int i = 0; i < n; i++)
+		CHECK_EQ_INT(byte_of(names[n - 1], (uint64_t)(i % 4) * DISK_CLUSTER_SIZE + 1 + i), 0x40 + i);
+	CHECK_EQ_INT(byte_of(names[n - 1], 5 * DISK_CLUSTER_SIZE + 7), 5 * DISK_CLUSTER_SIZE / 512 % 256);
+	/* What was below is no longer needed: gone, and the flat layer and the VM's still read right. */
+	for (int i = 0; i < n - 1; i++)
+		CHECK(unlink(names[i]) == 0);
+	CHECK_OK(disk_open(child, 1, &c, &err), err.msg);
+	REQUIRE(c);
+	CHECK_EQ_INT(read_byte(c, 0), 0x40 + n - 1);
+	CHECK(c->top->below && !c->top->below->below);
+	disk_close(c);
+	CHECK_EQ_INT(read_byte(d, 2 * DISK_CLUSTER_SIZE + 1 + 2), 0x40 + 2); /* the running chain, opened before */
+	/* Again: nothing to do. A writable layer is refused. */
+	CHECK_OK(disk_flatten(names[n - 1], &st, &err), err.msg);
+	CHECK_EQ_INT(st.bytes, 0);
+	CHECK(disk_flatten(child, &st, &err) < 0);
+	CHECK_STR_CONTAINS(err.msg, "not a frozen disk layer");
+	disk_close(d);
+}
+
 TEST(disk_unflushed_write_is_lost_cleanly_after_a_crash)
 {
 	char base[TEST_PATH_MAX], top[TEST_PATH_MAX];

@@ -632,3 +632,94 @@ void disk_top_id(const struct disk *d, uint8_t id[DISK_ID_SIZE])
 	else
 		memset(id, 0, DISK_ID_SIZE);
 }
+
+int disk_flatten(const char *path, struct disk_flatten_stats *st, struct vm_error *err)
+{
+	struct disk_header h = { .cluster_size = DISK_CLUSTER_SIZE, .map_offset = DISK_HEADER_SIZE,
+				 .flags = DISK_FLAG_FROZEN };
+	uint8_t head[DISK_HEADER_SIZE], *buf = NULL;
+	uint64_t *map = NULL, next, copied = 0;
+	char tmp[PATH_MAX];
+	struct disk_layer *l;
+	struct disk *d;
+	int fd = -1, ret, depth = 0;
+
+	ret = disk_open(path, 1, &d, err);
+	if (ret < 0)
+		return ret;
+	for (l = d->top; l; l = l->below)
+		depth++;
+	if (st)
+		*st = (struct disk_flatten_stats){ .depth_before = depth, .depth_after = depth };
+	if (!d->top || !d->top->frozen) {
+		ret = vm_error_set(err, EINVAL, "cannot flatten %s: it is not a frozen disk layer", path);
+		goto out;
+	}
+	if (!d->top->below || strlen(d->base_path) > DISK_PATH_MAX)
+		goto out;	/* on the base already (or a base path no header could name: left as it is) */
+	if (snprintf(tmp, sizeof(tmp), "%s.flatten-%d", d->top->path, (int)getpid()) >= (int)sizeof(tmp)) {
+		ret = vm_error_set(err, ENAMETOOLONG, "disk path too long: %s", d->top->path);
+		goto out;
+	}
+	h.size = d->size;
+	h.nr_clusters = clusters_for(d->size);
+	h.data_offset = data_offset_for(h.nr_clusters);
+	memcpy(h.id, d->top->id, DISK_ID_SIZE);	/* layers over it still find their parent */
+	h.parent_path_len = (uint32_t)strlen(d->base_path);
+	memcpy(h.parent_path, d->base_path, h.parent_path_len);
+	map = calloc(h.nr_clusters, 8);
+	buf = malloc(DISK_CLUSTER_SIZE);
+	if (!map || !buf) {
+		ret = vm_error_set(err, ENOMEM, "out of memory to flatten %s", path);
+		goto out;
+	}
+	unlink(tmp);	/* a leftover of a flatten that died */
+	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ret = vm_error_set(err, errno, "cannot create %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	/* Each cluster as the chain reads it: from the highest layer that has it; the base's stay below. */
+	next = h.data_offset;
+	for (uint64_t c = 0; !ret && c < h.nr_clusters; c++) {
+		for (l = d->top; l && !l->map[c]; l = l->below)
+			;
+		if (!l)
+			continue;
+		ret = full_pread(l->fd, buf, DISK_CLUSTER_SIZE, l->map[c]);
+		if (!ret)
+			ret = full_pwrite(fd, buf, DISK_CLUSTER_SIZE, next);
+		map[c] = next;
+		next += DISK_CLUSTER_SIZE;
+		copied += DISK_CLUSTER_SIZE;
+	}
+	disk_header_encode(&h, head);
+	if (!ret)
+		ret = full_pwrite(fd, map, 8 * h.nr_clusters, DISK_HEADER_SIZE);
+	if (!ret)
+		ret = full_pwrite(fd, head, sizeof(head), 0);
+	if (!ret && ftruncate(fd, (off_t)next) < 0)
+		ret = -errno;
+	if (!ret && (fsync(fd) < 0 || fchmod(fd, 0444) < 0))
+		ret = -errno;
+	if (!ret && rename(tmp, d->top->path) < 0)
+		ret = -errno;
+	if (!ret)
+		ret = fsync_parent(d->top->path);
+	if (ret < 0) {
+		unlink(tmp);
+		ret = vm_error_set(err, -ret, "cannot flatten %s: %s", d->top->path, strerror(-ret));
+		goto out;
+	}
+	if (st) {
+		st->depth_after = 1;
+		st->bytes = copied;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(map);
+	free(buf);
+	disk_close(d);
+	return ret;
+}

@@ -64,6 +64,18 @@ int disk_flush(struct disk *d, struct vm_error *err);
  * layer at `new_top` over it, on which the disk goes on. On failure the disk is as it was (still writable).
  */
 int disk_freeze_and_stack(struct disk *d, const char *new_top, struct vm_error *err);
+/*
+ * Rewrites the frozen layer at `path` so that it sits directly on the base image: every cluster its chain has above
+ * the base goes into one new file (the highest layer's copy of each), which replaces `path` atomically, frozen and
+ * with the same id, so layers stacked on it still open. Reads give exactly what the old chain gave. The layers that
+ * were below are not touched (whoever has them open goes on); nothing needs them for `path` any more. Keeps chains
+ * under DISK_MAX_DEPTH however many checkpoints a VM takes. Nothing to do for a layer on the base already.
+ */
+struct disk_flatten_stats {
+	int depth_before, depth_after;	/* layers in the chain, the base not counted */
+	uint64_t bytes;			/* cluster data written */
+};
+int disk_flatten(const char *path, struct disk_flatten_stats *st, struct vm_error *err);
 /* The path and id of the layer at the top of the chain (the base's path and zero id when there is no layer). */
 const char *disk_top_path(const struct disk *d);
 void disk_top_id(const struct disk *d, uint8_t id[DISK_ID_SIZE]);
