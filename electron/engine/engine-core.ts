@@ -38,13 +38,15 @@ const INIT_COMMAND_MS = 600_000;
 /** The guest port smol-agent listens on (docs/agent.md), and the CID every guest gets (its own vsock device). */
 export const AGENT_PORT = 52;
 const GUEST_CID = 3;
-/** How long after a boot, restore or fork the agent has to answer before the VM shows it `unreachable`. */
 /**
  * A checkpoint whose frozen disk layer sits on this many layers or more gets it flattened onto the base (the VMM
  * opens chains of at most 64); SMOL_DISK_FLATTEN_DEPTH changes it (tests do).
  */
 const FLATTEN_DEPTH = Number(process.env.SMOL_DISK_FLATTEN_DEPTH) || 16;
-/** How long an agent has to answer after a boot, restore or fork; SMOL_AGENT_READY_MS changes it (tests do). */
+/**
+ * How long after a boot, restore or fork the agent has to answer before the VM shows it `unreachable`;
+ * SMOL_AGENT_READY_MS changes it (tests do).
+ */
 const AGENT_READY_MS = Number(process.env.SMOL_AGENT_READY_MS) || 120_000;
 
 export interface EngineOptions {

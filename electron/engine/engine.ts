@@ -279,7 +279,10 @@ export class Engine extends EngineCore implements EngineApi {
           await host.request({ op: 'fork', vm: parent, children: instances, childVsockPaths, ...disks });
           if (top && disks.diskTop) {
             this.setDiskTop(parent, disks.diskTop);
-            await this.store.addDiskLayers(point.id, [top]);
+            // A failure here is the store's, not the fork's: the children run, and the first snapshot on it takes it.
+            await this.store
+              .addDiskLayers(point.id, [top])
+              .catch((e: Error) => this.options.log(`engine: the fork point keeps no record of ${top}: ${e.message}`));
           }
         } catch (error) {
           if (top && disks.diskTop && (await this.settleFailedDiskSwitch(parent, top, disks.diskTop))) {
