@@ -200,6 +200,8 @@ describe('a 2-vCPU Linux guest checkpointed, killed and restored', () => {
       expect(info.cpus).toBe(2);
       expect(await restored.run('nproc')).toBe('2\n');
       // A busy loop pinned to each CPU for 3 s; per-CPU time (/proc/stat) and timer interrupts (LOC) must grow on both.
+      // How much is up to the host: with other labs on its cores, a CI run saw 1.7 s of the 3 stolen (the `steal`
+      // column), leaving 0.11 s of work on one vCPU. Work at all on each is the point: 0.05 s.
       const spin = (mask: number) => `taskset ${mask} timeout 3 sh -c 'while :; do :; done'`;
       const sample = `grep -E '^cpu[01] ' /proc/stat; grep LOC: /proc/interrupts`;
       const out = await restored.run(
@@ -221,7 +223,7 @@ describe('a 2-vCPU Linux guest checkpointed, killed and restored', () => {
         expect(
           busy(after!, cpu) - busy(before!, cpu),
           `cpu${cpu} did not run its busy loop:\n${out}`,
-        ).toBeGreaterThanOrEqual(30);
+        ).toBeGreaterThanOrEqual(5);
         expect(
           timer(after!)[cpu]! - timer(before!)[cpu]!,
           `cpu${cpu} got no timer interrupts:\n${out}`,
