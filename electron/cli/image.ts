@@ -2,10 +2,12 @@
 // (docs/images.md).
 import { formatElapsed } from '../guest/build-progress.js';
 import {
+  debianRecipeOf,
   describeSizes,
   ensureDebianImage,
   imagesDir,
   locateDebianImage,
+  type DebianImageRecipe,
   type DebianImageResult,
 } from '../guest/debian-image.js';
 import { listImages, type ImageEntry } from '../guest/image-list.js';
@@ -122,19 +124,23 @@ async function loadForBuild(file: string): Promise<Smolfile> {
 
 async function runBuild(args: { file: string; force: boolean; json: boolean }): Promise<number> {
   const smolfile = await loadForBuild(args.file);
-  const nothing = nothingToBuild(smolfile);
-  if (nothing !== null || smolfile.image?.kind !== 'debian') {
-    process.stdout.write(args.json ? JSON.stringify({ image: smolfile.image, file: null }) + '\n' : (nothing ?? ''));
+  const recipe = debianRecipeOf(smolfile);
+  if (!recipe) {
+    const nothing = nothingToBuild(smolfile) ?? '';
+    process.stdout.write(args.json ? JSON.stringify({ image: smolfile.image, file: null }) + '\n' : nothing);
     return 0;
   }
-  const { suite } = smolfile.image;
-  const recipe = { suite, init: smolfile.init, env: smolfile.env, force: args.force };
-  const result = await runInterruptibleBuild(`image build of debian:${suite}`, (onProgress, signal) =>
-    ensureDebianImage({ ...recipe, onProgress, signal }),
-  );
-  const json = JSON.stringify({ image: `debian:${suite}`, ...result }, null, 2) + '\n';
-  process.stdout.write(args.json ? json : formatImageBuild(suite, result));
+  const result = await buildDebian(recipe, args.force);
+  const json = JSON.stringify({ image: `debian:${recipe.suite}`, ...result }, null, 2) + '\n';
+  process.stdout.write(args.json ? json : formatImageBuild(recipe.suite, result));
   return 0;
+}
+
+/** ensureDebianImage with the progress on stderr and Ctrl-C honoured. */
+function buildDebian(recipe: DebianImageRecipe, force = false): Promise<DebianImageResult> {
+  return runInterruptibleBuild(`image build of debian:${recipe.suite}`, (onProgress, signal) =>
+    ensureDebianImage({ ...recipe, force, onProgress, signal }),
+  );
 }
 
 export async function runImage(argv: string[]): Promise<number> {
@@ -157,10 +163,6 @@ export async function runImage(argv: string[]): Promise<number> {
  */
 export async function buildImageFirst(file: string): Promise<void> {
   const { smolfile } = await loadSmolfile(file).catch(() => ({ smolfile: null }));
-  if (smolfile?.image?.kind !== 'debian') return;
-  const recipe = { suite: smolfile.image.suite, init: smolfile.init, env: smolfile.env };
-  if (locateDebianImage(recipe).built) return;
-  await runInterruptibleBuild(`image build of debian:${recipe.suite}`, (onProgress, signal) =>
-    ensureDebianImage({ ...recipe, onProgress, signal }),
-  );
+  const recipe = smolfile && debianRecipeOf(smolfile);
+  if (recipe && !locateDebianImage(recipe).built) await buildDebian(recipe);
 }

@@ -4,7 +4,13 @@ import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
 import path from 'node:path';
 import type { ProgressCallback } from '../guest/build-progress.js';
-import { ensureDebianImage, imagesDir, locateDebianImage } from '../guest/debian-image.js';
+import {
+  debianRecipeOf,
+  ensureDebianImage,
+  imagesDir,
+  locateDebianImage,
+  type DebianImageRecipe,
+} from '../guest/debian-image.js';
 import { findGuestAssets, GUEST_CMDLINE, GUEST_ROOT_CMDLINE } from '../guest/guest-assets.js';
 import type { Smolfile } from '../smolfile/smolfile.js';
 import type { VmOptions } from '../vmm/vm.js';
@@ -36,7 +42,8 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
   }
   const assets = findGuestAssets(env);
   const kernel = smolfile.kernel ?? assets.kernel;
-  const debian = smolfile.image.kind === 'debian' ? debianImage(smolfile, env) : null;
+  const recipe = debianRecipeOf(smolfile);
+  const debian = recipe ? debianImage(smolfile, recipe, env) : null;
   const rootDisk = debian ? debian.file : assets.rootfs;
   if (!kernel || !rootDisk) {
     throw new ApiFailure(
@@ -83,16 +90,11 @@ function bakeCommands(smolfile: Smolfile, { withInit = true } = {}): string[] {
   return commands;
 }
 
-const debianRecipe = (smolfile: Smolfile) => {
-  const image = smolfile.image as { kind: 'debian'; suite: string };
-  return { suite: image.suite, init: smolfile.init, env: smolfile.env };
-};
-
 /** Where a Debian Smolfile's image is; 409 with the command that builds it when it is not built. */
-function debianImage(smolfile: Smolfile, env: NodeJS.ProcessEnv): { file: string } {
+function debianImage(smolfile: Smolfile, recipe: DebianImageRecipe, env: NodeJS.ProcessEnv): { file: string } {
   let located;
   try {
-    located = locateDebianImage(debianRecipe(smolfile), imagesDir(env));
+    located = locateDebianImage(recipe, imagesDir(env));
   } catch (error) {
     throw new ApiFailure(400, `${smolfile.path}: ${(error as Error).message}`);
   }
@@ -115,9 +117,10 @@ export async function prepareImage(
   onProgress: ProgressCallback,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<void> {
-  if (smolfile.image?.kind !== 'debian') return;
+  const recipe = debianRecipeOf(smolfile);
+  if (!recipe) return;
   try {
-    await ensureDebianImage({ ...debianRecipe(smolfile), dir: imagesDir(env), onProgress });
+    await ensureDebianImage({ ...recipe, dir: imagesDir(env), onProgress });
   } catch (error) {
     throw new ApiFailure(400, `${smolfile.path}: building its image failed: ${(error as Error).message}`);
   }

@@ -39,13 +39,7 @@ export async function readLayerHeader(file: string): Promise<LayerHeader | null>
     handle = await open(file, 'r');
     const header = Buffer.alloc(HEADER_BYTES);
     const { bytesRead } = await handle.read(header, 0, HEADER_BYTES, 0);
-    if (bytesRead < HEADER_BYTES || header.toString('latin1', 0, 8) !== MAGIC) return null;
-    const length = header.readUInt32LE(BELOW_LENGTH_OFFSET);
-    if (length < 1 || length > BELOW_PATH_MAX) return null;
-    return {
-      frozen: (header.readUInt32LE(20) & FLAG_FROZEN) !== 0,
-      below: header.toString('utf8', BELOW_PATH_OFFSET, BELOW_PATH_OFFSET + length),
-    };
+    return parseHeader(header.subarray(0, bytesRead));
   } catch {
     return null;
   } finally {
@@ -58,17 +52,23 @@ export function isFrozenLayerSync(file: string): boolean {
   let fd: number | undefined;
   try {
     fd = openSync(file, 'r');
-    const header = Buffer.alloc(24);
-    return (
-      readSync(fd, header, 0, 24, 0) === 24 &&
-      header.toString('latin1', 0, 8) === MAGIC &&
-      (header.readUInt32LE(20) & FLAG_FROZEN) !== 0
-    );
+    const header = Buffer.alloc(HEADER_BYTES);
+    return parseHeader(header.subarray(0, readSync(fd, header, 0, HEADER_BYTES, 0)))?.frozen ?? false;
   } catch {
     return false;
   } finally {
     if (fd !== undefined) closeSync(fd);
   }
+}
+
+function parseHeader(header: Buffer): LayerHeader | null {
+  if (header.length < HEADER_BYTES || header.toString('latin1', 0, 8) !== MAGIC) return null;
+  const length = header.readUInt32LE(BELOW_LENGTH_OFFSET);
+  if (length < 1 || length > BELOW_PATH_MAX) return null;
+  return {
+    frozen: (header.readUInt32LE(20) & FLAG_FROZEN) !== 0,
+    below: header.toString('utf8', BELOW_PATH_OFFSET, BELOW_PATH_OFFSET + length),
+  };
 }
 
 /** The name of the layer directly below `file` when it is a layer in `disksDir`, else null (a base image, none). */
@@ -79,12 +79,23 @@ export async function layerBelow(file: string, disksDir: string): Promise<string
   return LAYER_NAME.test(name) ? name : null;
 }
 
+/**
+ * The names of the layers in `disksDir` under `file`, nearest first, down to the base (or to a layer outside
+ * `disksDir`); stops at a loop and after 128, which only a damaged chain could make.
+ */
+export async function* layersBelow(file: string, disksDir: string): AsyncGenerator<string> {
+  const seen = new Set<string>();
+  for (let below = await layerBelow(file, disksDir); below && !seen.has(below) && seen.size < 128;) {
+    seen.add(below);
+    yield below;
+    below = await layerBelow(path.join(disksDir, below), disksDir);
+  }
+}
+
 /** How many layers the chain under `file` has (itself included, the base not), counting those in `disksDir`. */
 export async function chainDepth(file: string, disksDir: string): Promise<number> {
   let depth = 1;
-  for (let below = await layerBelow(file, disksDir); below && depth < 128; depth++) {
-    below = await layerBelow(path.join(disksDir, below), disksDir);
-  }
+  for await (const _below of layersBelow(file, disksDir)) depth++;
   return depth;
 }
 

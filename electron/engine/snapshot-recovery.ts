@@ -5,7 +5,7 @@ import { lstat, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { SnapshotId } from '../api/schema.js';
 import { isAtomicTempFile, moveAside } from './atomic-file.js';
-import { LAYER_NAME, layerBelow, readLayerHeader } from './disk-layers.js';
+import { LAYER_NAME, layersBelow, readLayerHeader } from './disk-layers.js';
 import {
   MANIFEST_FILE,
   missingVmmFiles,
@@ -99,9 +99,11 @@ export async function sweepDiskLayers(
   const needed = new Set<string>();
   for (const { manifest } of snapshots) {
     for (const own of manifest.diskLayers ?? []) {
-      for (let name: string | null = own; name !== null && !needed.has(name);) {
+      if (needed.has(own)) continue;
+      needed.add(own);
+      for await (const name of layersBelow(path.join(disksDir, own), disksDir)) {
+        if (needed.has(name)) break;
         needed.add(name);
-        name = await layerBelow(path.join(disksDir, name), disksDir);
       }
     }
   }

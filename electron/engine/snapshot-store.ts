@@ -6,7 +6,7 @@ import { mkdir, realpath, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ApiFailure } from '../api/engine-api.js';
 import { SnapshotId, UpdateSnapshotRequest, type Snapshot, type SnapshotKind } from '../api/schema.js';
-import { DISKS_DIR, layerBelow, newLayerName } from './disk-layers.js';
+import { DISKS_DIR, layersBelow, newLayerName } from './disk-layers.js';
 import { EpisodeRecords } from './episode-records.js';
 import { nearestAncestor, unneededSnapshots } from './snapshot-graph.js';
 import {
@@ -156,16 +156,13 @@ export class SnapshotStore {
    */
   async #diskFields(file: string): Promise<Pick<Manifest, 'diskLayers' | 'diskParent'>> {
     const names = [this.#layerName(file)];
-    const ownerOf = (name: string) => [...this.#entries.values()].find((e) => e.manifest.diskLayers?.includes(name));
-    let below = await layerBelow(file, this.#disks);
-    let owner = below ? ownerOf(below) : undefined;
-    while (below && !owner && !names.includes(below) && names.length < 64) {
+    for await (const below of layersBelow(file, this.#disks)) {
+      const owner = [...this.#entries.values()].find((e) => e.manifest.diskLayers?.includes(below));
+      if (owner) return { diskLayers: names, diskParent: owner.manifest.id };
       this.log(`store: ${names[0]} sits on ${below}, which no snapshot owned: the new snapshot owns it`);
       names.push(below);
-      below = await layerBelow(path.join(this.#disks, below), this.#disks);
-      owner = below ? ownerOf(below) : undefined;
     }
-    return { diskLayers: names, diskParent: owner ? owner.manifest.id : null };
+    return { diskLayers: names, diskParent: null };
   }
 
   #layerName(file: string): string {

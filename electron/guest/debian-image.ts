@@ -21,6 +21,7 @@ import path from 'node:path';
 import { AGENT_BINARY } from '../agent/host-agent.js';
 import { packageRoot } from '../package-root.js';
 import { guestCacheDir } from '../smol-dirs.js';
+import type { Smolfile } from '../smolfile/smolfile.js';
 import type { ProgressCallback } from './build-progress.js';
 import { createBuildDir, removeAbandonedBuildDirs } from './build-dir.js';
 import { removeChrootTree, unmountUnder } from './chroot-tree.js';
@@ -57,6 +58,12 @@ export interface DebianImageRecipe {
   env: Record<string, string>;
   /** DEBIAN_MIRROR unless given. */
   mirror?: string;
+}
+
+/** The recipe of a Smolfile's `debian:<suite>` image; null when it asks for another image or none. */
+export function debianRecipeOf(smolfile: Smolfile): DebianImageRecipe | null {
+  if (smolfile.image?.kind !== 'debian') return null;
+  return { suite: smolfile.image.suite, init: smolfile.init, env: smolfile.env };
 }
 
 export interface ImageFile {
