@@ -32,6 +32,7 @@
         "vmm/virtio_blk.c",
         "vmm/virtio_mmio.c",
         "vmm/virtio_rng.c",
+        "vmm/virtio_console.c",
         "vmm/virtio_vsock.c",
         "vmm/virtio_vm.c",
         "vmm/virtq.c",

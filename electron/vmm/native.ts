@@ -35,6 +35,8 @@ export interface NativeVmConfig {
   disk?: DiskConfig;
   /** A virtio-rng device. */
   rng?: boolean;
+  /** A virtio-console on the VM's console (docs/vmm.md, "virtio-console"). */
+  virtioConsole?: boolean;
   /** A virtio-vsock device (docs/vmm.md, "vsock"). */
   vsock?: VsockConfig;
 }

@@ -61,6 +61,12 @@ describe('VM options', () => {
     await expect(resolveVmOptions(notBoolean)).rejects.toThrow('rng must be true or false (got yes)');
   });
 
+  it('virtioConsole is a boolean', async () => {
+    expect(await resolveVmOptions({ kernel, virtioConsole: true })).toMatchObject({ virtioConsole: true });
+    const notBoolean = { kernel, virtioConsole: 1 } as unknown as VmOptions;
+    await expect(resolveVmOptions(notBoolean)).rejects.toThrow('virtioConsole must be true or false (got 1)');
+  });
+
   it('a misspelt option is named instead of ignored', async () => {
     const options = { kernel, memory: 512 } as unknown as VmOptions;
     await expect(resolveVmOptions(options)).rejects.toThrow(/unknown VM option memory/);

@@ -19,6 +19,11 @@ export interface VmOptions {
   disk?: DiskConfig;
   /** A virtio-rng device (/dev/hwrng in the guest). */
   rng?: boolean;
+  /**
+   * A virtio-console on the same console as COM1 (/dev/hvc0 in the guest; boot Linux with `console=hvc0`): output
+   * crosses a buffer per VM exit instead of a byte, and input goes to it once the guest's driver is up.
+   */
+  virtioConsole?: boolean;
   /** A virtio-vsock device whose host side is the Unix socket `path` (docs/vmm.md, "vsock"). */
   vsock?: VsockConfig;
 }
@@ -42,6 +47,7 @@ const KNOWN_OPTIONS = new Set([
   'consoleBufferBytes',
   'disk',
   'rng',
+  'virtioConsole',
   'vsock',
 ]);
 
@@ -105,9 +111,11 @@ export async function resolveVmOptions(options: VmOptions): Promise<NativeVmConf
       config.disk.top = path.resolve(disk.top);
     }
   }
-  if (options.rng !== undefined) {
-    if (typeof options.rng !== 'boolean') throw new TypeError(`rng must be true or false (got ${String(options.rng)})`);
-    config.rng = options.rng;
+  for (const flag of ['rng', 'virtioConsole'] as const) {
+    const value = options[flag];
+    if (value === undefined) continue;
+    if (typeof value !== 'boolean') throw new TypeError(`${flag} must be true or false (got ${String(value)})`);
+    config[flag] = value;
   }
   if (options.vsock !== undefined) {
     const { vsock } = options;

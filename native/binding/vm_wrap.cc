@@ -287,6 +287,10 @@ Napi::Value VmWrap::Create(const Napi::CallbackInfo& info) {
   Napi::Value rng = config.Get("rng");
   if (!rng.IsUndefined() && !rng.IsBoolean()) throw Napi::TypeError::New(env, "config.rng must be a boolean");
   host->config.rng = rng.IsBoolean() && rng.As<Napi::Boolean>().Value();
+  Napi::Value virtio_console = config.Get("virtioConsole");
+  if (!virtio_console.IsUndefined() && !virtio_console.IsBoolean())
+    throw Napi::TypeError::New(env, "config.virtioConsole must be a boolean");
+  host->config.virtio_console = virtio_console.IsBoolean() && virtio_console.As<Napi::Boolean>().Value();
   std::string vsock_path;
   Napi::Value vsock = config.Get("vsock");
   if (!vsock.IsUndefined() && !vsock.IsNull()) {

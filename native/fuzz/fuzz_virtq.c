@@ -1,6 +1,7 @@
 /*
  * libFuzzer target for virtqueue handling (docs/vmm.md, "Virtio"): the input is what a hostile guest controls. It
- * picks the device (virtio-blk over a writable disk layer, or virtio-rng), the queue's size and ring addresses,
+ * picks the device (virtio-blk over a writable disk layer, virtio-rng, or either queue of virtio-console over a small
+ * console with input waiting), the queue's size and ring addresses,
  * where the device's indices start (as after a restore, so wrap-around is reached), register writes, and the first
  * 256 KiB of guest RAM: descriptor tables, rings, request headers. Then the queue is notified a few times. Guest
  * RAM is 1 MiB with an inaccessible page on each side, so any access outside it crashes; the sanitizers catch the
@@ -15,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "console.h"
 #include "disk.h"
 #include "error.h"
 #include "guest_mem.h"
@@ -35,6 +37,8 @@
 
 static struct guest_mem mem;
 static struct virtio_blk blk;
+static struct console con;
+static struct virtio_console vcon;
 static int irqs;
 
 static void count_irq(void *opaque)
@@ -87,6 +91,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	ram_init();
 	disk_init();
+	CHECK(console_init(&con, 4096, NULL, NULL) == 0);	/* small, so that transmit buffers have to wait */
+	vcon.con = &con;
+	vcon.buf = malloc(VIRTIO_CONSOLE_MAX_BUFFER);
+	CHECK(vcon.buf);
 	return 0;
 }
 
@@ -116,6 +124,8 @@ static uint32_t r32(struct virtio_mmio *t, uint64_t off)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const struct virtio_dev_ops *ops;
+	void *dev = &blk;
+	uint32_t qi = 0;
 	struct virtio_mmio t;
 	uint8_t state[VIRTIO_MMIO_STATE_LEN], again[VIRTIO_MMIO_STATE_LEN];
 	size_t n_ops, image;
@@ -125,6 +135,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < HEAD)
 		return 0;
 	ops = data[0] & 1 ? &virtio_rng_ops : &virtio_blk_ops;
+	if ((data[0] & 3) == 2) {	/* virtio-console: its receive queue (0) or its transmit queue (1) */
+		uint8_t drained[8192];
+
+		ops = &virtio_console_ops;
+		dev = &vcon;
+		qi = (data[0] >> 2) & 1;
+		while (console_out_read(&con, drained, sizeof(drained)))
+			;
+		while (console_in_take(&con, drained, sizeof(drained)))
+			;
+		console_in_write(&con, data, size < 300 ? size : 300);
+	}
 	n_ops = data[11] % 9;
 	if (size < HEAD + n_ops * OP_LEN)
 		return 0;
@@ -134,14 +156,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(mem.host, data + HEAD + n_ops * OP_LEN, image);
 	irqs = 0;
 
-	virtio_mmio_init(&t, ops, &blk, &mem);
+	virtio_mmio_init(&t, ops, dev, &mem);
 	t.raise_irq = count_irq;
 	/* The driver's side of setting the device up, with the queue as the input says. */
 	w32(&t, VIRTIO_MMIO_STATUS, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
 	w32(&t, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
 	w32(&t, VIRTIO_MMIO_DRIVER_FEATURES, 1);
 	w32(&t, VIRTIO_MMIO_STATUS, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK);
-	w32(&t, VIRTIO_MMIO_QUEUE_SEL, 0);
+	w32(&t, VIRTIO_MMIO_QUEUE_SEL, qi);
 	w32(&t, VIRTIO_MMIO_QUEUE_NUM, 1u << (data[1] % 9));
 	w32(&t, VIRTIO_MMIO_QUEUE_DESC_LOW, (uint32_t)le16(data + 2) * 16);
 	w32(&t, VIRTIO_MMIO_QUEUE_DRIVER_LOW, (uint32_t)le16(data + 4) * 2);
@@ -150,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	w32(&t, VIRTIO_MMIO_STATUS, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK |
 					      VIRTIO_STATUS_DRIVER_OK);
 	start = le16(data + 8);
-	t.q[0].last_avail = t.q[0].used_idx = start;	/* as a restore would leave them */
+	t.q[qi].last_avail = t.q[qi].used_idx = start;	/* as a restore would leave them */
 	for (size_t i = 0; i < n_ops; i++) {
 		const uint8_t *op = data + HEAD + i * OP_LEN;
 
@@ -158,25 +180,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	for (int i = 0; i < 1 + data[10] % 4; i++) {
-		uint16_t used_before = t.q[0].used_idx, last_before = t.q[0].last_avail;
+		uint16_t used_before = t.q[qi].used_idx, last_before = t.q[qi].last_avail;
 		int needed_reset = !!(t.status & VIRTIO_STATUS_NEEDS_RESET);
 
-		broken_before = t.q[0].broken;
-		w32(&t, VIRTIO_MMIO_QUEUE_NOTIFY, data[10] >> 7);
+		broken_before = t.q[qi].broken;
+		w32(&t, VIRTIO_MMIO_QUEUE_NOTIFY, ops == &virtio_console_ops ? qi : data[10] >> 7u);
 		/*
 		 * Each chain taken is answered once, except the one that broke the queue; a queue that broke takes
 		 * nothing more.
 		 */
-		if (t.q[0].broken)
-			CHECK((uint16_t)(t.q[0].last_avail - last_before) - (uint16_t)(t.q[0].used_idx - used_before) <= 1);
+		if (t.q[qi].broken)
+			CHECK((uint16_t)(t.q[qi].last_avail - last_before) - (uint16_t)(t.q[qi].used_idx - used_before) <= 1);
 		else
-			CHECK((uint16_t)(t.q[0].used_idx - used_before) == (uint16_t)(t.q[0].last_avail - last_before));
-		CHECK((uint16_t)(t.q[0].used_idx - used_before) <= t.q[0].num);
+			CHECK((uint16_t)(t.q[qi].used_idx - used_before) == (uint16_t)(t.q[qi].last_avail - last_before));
+		CHECK((uint16_t)(t.q[qi].used_idx - used_before) <= t.q[qi].num);
 		if (broken_before || needed_reset) {
-			CHECK(t.q[0].used_idx == used_before);
-			CHECK(t.q[0].last_avail == last_before);
+			CHECK(t.q[qi].used_idx == used_before);
+			CHECK(t.q[qi].last_avail == last_before);
 		}
-		if (t.q[0].broken)
+		if (t.q[qi].broken)
 			CHECK(t.status & VIRTIO_STATUS_NEEDS_RESET);
 	}
 	(void)r32(&t, VIRTIO_MMIO_INTERRUPT_STATUS);
@@ -187,7 +209,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct virtio_mmio u;
 		const char *bad;
 
-		virtio_mmio_init(&u, ops, &blk, &mem);
+		virtio_mmio_init(&u, ops, dev, &mem);
 		bad = virtio_mmio_load(&u, state, sizeof(state));
 		if (bad)
 			fprintf(stderr, "fuzz_virtq: the saved state does not load: %s\n", bad);

@@ -1,6 +1,7 @@
 /*
  * Writes the virtqueue fuzzer's seed corpus into the directory given: well-formed requests for virtio-rng and
- * virtio-blk (read, write, flush and get-id, and indices about to wrap), in fuzz_virtq.c's input format.
+ * virtio-blk (read, write, flush and get-id, and indices about to wrap) and virtio-console (output that overflows
+ * the fuzzer's small console, and input into receive buffers), in fuzz_virtq.c's input format.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -87,6 +88,18 @@ int main(int argc, char **argv)
 	desc(&s, 0, 0x8000, 64, VIRTQ_DESC_F_WRITE, 0);
 	offer(&s, 0, 1, h0);
 	bad |= save(argv[1], "rng", &s);
+
+	init(&s, 2 | 1 << 2, 0);	/* virtio-console's transmit queue: 3 KiB, then 3 KiB that must wait */
+	desc(&s, 0, 0x5000, 3072, 0, 0);
+	desc(&s, 3, 0x6000, 3072, 0, 0);
+	offer(&s, 0, 2, h03);
+	bad |= save(argv[1], "console-tx", &s);
+
+	init(&s, 2, 0);		/* its receive queue */
+	desc(&s, 0, 0x8000, 16, VIRTQ_DESC_F_WRITE, 0);
+	desc(&s, 3, 0x9000, 4096, VIRTQ_DESC_F_WRITE, 0);
+	offer(&s, 0, 2, h03);
+	bad |= save(argv[1], "console-rx", &s);
 
 	init(&s, 0, 0);
 	blk_header(&s, 0x5000, VIRTIO_BLK_T_IN, 3);

@@ -96,8 +96,45 @@ size_t console_out_read(struct console *con, uint8_t *buf, size_t len)
 		con->out_notified = 0;
 	if (n)
 		pthread_cond_broadcast(&con->space);
+	if (con->space_wanted && con->out.len <= con->out_limit / 2) {
+		con->space_wanted = 0;
+		if (con->on_space)	/* under the lock, so the hook cannot be taken away meanwhile; it only wakes */
+			con->on_space(con->space_opaque);
+	}
 	pthread_mutex_unlock(&con->lock);
 	return n;
+}
+
+int console_out_offer(struct console *con, const uint8_t *data, size_t len)
+{
+	int notify = 0;
+	size_t n;
+
+	pthread_mutex_lock(&con->lock);
+	if (con->out.len && con->out.len + len > con->out_limit) {
+		con->space_wanted = 1;
+		pthread_mutex_unlock(&con->lock);
+		return 0;
+	}
+	n = byte_ring_put(&con->out, data, len);
+	con->out_total += n;
+	con->out_dropped += len - n;	/* one buffer larger than the whole ring */
+	if (n && !con->out_notified) {
+		con->out_notified = 1;
+		notify = 1;
+	}
+	pthread_mutex_unlock(&con->lock);
+	if (notify && con->on_output)
+		con->on_output(con->opaque);
+	return 1;
+}
+
+void console_set_space_hook(struct console *con, void (*on_space)(void *opaque), void *opaque)
+{
+	pthread_mutex_lock(&con->lock);
+	con->on_space = on_space;
+	con->space_opaque = opaque;
+	pthread_mutex_unlock(&con->lock);
 }
 
 size_t console_out_pending(struct console *con)

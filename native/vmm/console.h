@@ -30,6 +30,10 @@ struct console {
 	uint64_t out_total, out_dropped;
 	void (*on_output)(void *opaque);
 	void *opaque;
+	/* A writer that does not wait (virtio-console) asked to be told once the reader has made room. */
+	int space_wanted;
+	void (*on_space)(void *opaque);
+	void *space_opaque;
 };
 
 int byte_ring_init(struct byte_ring *r, size_t cap);
@@ -44,6 +48,14 @@ void console_exit(struct console *con);
 /* Output from the guest. May wait for the reader; returns early (keeping the byte) after console_release(). */
 void console_out_put(struct console *con, uint8_t byte);
 size_t console_out_read(struct console *con, uint8_t *buf, size_t len);
+/*
+ * Output from a writer that never waits (a virtio queue). If `len` bytes fit under the limit, or the ring is empty
+ * (a buffer larger than the limit is kept up to the ring's capacity; the rest counts as dropped), they are queued
+ * and it returns 1. Otherwise nothing is queued, it returns 0, and once the reader has drained the ring to half the
+ * limit it calls `on_space` (console_set_space_hook), from the reader's thread, so the writer can try again.
+ */
+int console_out_offer(struct console *con, const uint8_t *data, size_t len);
+void console_set_space_hook(struct console *con, void (*on_space)(void *opaque), void *opaque);
 size_t console_out_pending(struct console *con);
 
 /* Wakes every writer waiting for room (the VM is pausing); later writers may wait again. */

@@ -40,6 +40,7 @@ struct device_instance {
 struct vm_device_config {
 	char *disk, *disk_top;	/* owned copies */
 	int rng;
+	int virtio_console;
 	char *vsock_path;	/* owned copy; NULL: no vsock device */
 	uint64_t vsock_cid;
 	const char *next_disk_top;	/* during vm_checkpoint: where a writable disk goes on */
@@ -54,6 +55,10 @@ struct vm {
 	struct console console;
 	void (*console_input_ready)(void *dev);	/* set by the device that serves the console */
 	void *console_dev;
+	/* A virtio-console (virtio_vm.c): told of input too, and takes it instead of the UART once its driver is up. */
+	void (*hvc_input_ready)(void *dev);
+	int (*hvc_takes_input)(void *dev);
+	void *hvc_dev;
 	struct device_instance devices[16];
 	int nr_devices;
 	struct kernel_image kernel;

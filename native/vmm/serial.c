@@ -20,6 +20,8 @@ static size_t com1_rx_pull(void *opaque, uint8_t *buf, size_t max)
 {
 	struct vm *vm = opaque;
 
+	if (vm->hvc_takes_input && vm->hvc_takes_input(vm->hvc_dev))
+		return 0;	/* the guest reads its console from the virtio-console */
 	return console_in_take(&vm->console, buf, max);
 }
 

@@ -168,6 +168,7 @@ const char *virtio_mmio_load(struct virtio_mmio *t, const uint8_t *data, size_t 
 /* ---- devices (virtio_blk.c, virtio_rng.c); virtio_vm.c puts them in a VM ---- */
 
 #define VIRTIO_ID_BLOCK 2
+#define VIRTIO_ID_CONSOLE 3
 #define VIRTIO_ID_ENTROPY 4
 
 /* virtio-blk: one request queue over a disk layer chain (disk.h). */
@@ -196,5 +197,28 @@ extern const struct virtio_dev_ops virtio_blk_ops;
 /* virtio-rng: one request queue, filled from getrandom(2); at most VIRTIO_RNG_MAX_REQUEST bytes per request. */
 #define VIRTIO_RNG_MAX_REQUEST 65536
 extern const struct virtio_dev_ops virtio_rng_ops;
+
+/*
+ * virtio-console: one port (/dev/hvc0 in a Linux guest) on the VM's console (console.h). Transmit buffers larger
+ * than VIRTIO_CONSOLE_MAX_BUFFER keep their first VIRTIO_CONSOLE_MAX_BUFFER bytes (the rest is counted in
+ * `dropped`); Linux's are a page at most.
+ */
+#define VIRTIO_CONSOLE_RX 0
+#define VIRTIO_CONSOLE_TX 1
+#define VIRTIO_CONSOLE_CONFIG_LEN 12
+#define VIRTIO_CONSOLE_MAX_BUFFER (256u * 1024)
+
+struct console;
+
+struct virtio_console {
+	struct console *con;
+	uint64_t dropped;
+	uint8_t *buf;			/* VIRTIO_CONSOLE_MAX_BUFFER bytes */
+	struct virtq_chain chain;
+};
+
+extern const struct virtio_dev_ops virtio_console_ops;
+/* The driver is up (DRIVER_OK, not broken): console input goes to this device instead of the UART. */
+int virtio_console_takes_input(const struct virtio_mmio *t);
 
 #endif

@@ -35,6 +35,8 @@
 #define SLOT_BLK 0
 #define SLOT_RNG 1
 #define SLOT_VSOCK 2
+#define SLOT_CONSOLE 3
+#define KICK UINT32_C(0x10000)	/* epoll data of a device's kick_fd: the host side has work for every queue */
 #define STATE_VERSION 1
 #define HEAD_LEN 16		/* u8 version, u8 slot, u16 0, u32 GSI, u64 base */
 #define BLK_PART_FIXED 36	/* u8 writable, u8[7] 0, u64 disk size, 16-byte layer id, u16 path length, u16 0 */
@@ -54,6 +56,8 @@ struct vdev {
 	int blk_writable;	/* the disk has a writable top layer (a checkpoint freezes it) */
 	struct virtio_vsock vsock;
 	int vsock_ready;	/* virtio_vsock_init succeeded: virtio_vsock_exit before the transport goes */
+	struct virtio_console vcon;
+	int kick_fd;		/* virtio-console: the console's reader made room, or input arrived */
 };
 
 static void vdev_raise_irq(void *opaque)
@@ -96,6 +100,12 @@ static void *vdev_thread(void *arg)
 			uint64_t count;
 			int q = (int)ev[i].data.u32;
 
+			if (ev[i].data.u32 == KICK) {
+				if (read(v->kick_fd, &count, sizeof(count)) == sizeof(count))
+					for (uint32_t k = 0; k < v->t.ops->nr_queues; k++)
+						virtio_mmio_notify(&v->t, k);
+				continue;
+			}
 			if (q < 0 || q >= VIRTIO_MAX_QUEUES)
 				return NULL;	/* stop_fd */
 			if (read(v->qfd[q], &count, sizeof(count)) == sizeof(count))
@@ -141,6 +151,9 @@ static void vdev_free(struct vdev *v)
 	}
 	if (v->stop_fd >= 0)
 		close(v->stop_fd);
+	if (v->kick_fd >= 0)
+		close(v->kick_fd);
+	free(v->vcon.buf);
 	if (v->epoll_fd >= 0)
 		close(v->epoll_fd);
 	disk_close(v->blk.disk);
@@ -159,7 +172,7 @@ static int vdev_create(struct vm *vm, const struct virtio_dev_ops *ops, int slot
 		return vm_error_set(err, ENOMEM, "out of memory for a virtio device");
 	virtio_mmio_init(&v->t, ops, NULL, &vm->mem);
 	/* The device's own state (the rng has none); set before the device thread exists. */
-	v->t.dev = slot == SLOT_VSOCK ? (void *)&v->vsock : (void *)&v->blk;
+	v->t.dev = slot == SLOT_VSOCK ? (void *)&v->vsock : slot == SLOT_CONSOLE ? (void *)&v->vcon : (void *)&v->blk;
 	v->t.raise_irq = vdev_raise_irq;
 	v->t.irq_opaque = v;
 	v->t.log = vdev_log;
@@ -167,7 +180,7 @@ static int vdev_create(struct vm *vm, const struct virtio_dev_ops *ops, int slot
 	v->slot = slot;
 	v->base = VIRTIO_MMIO_BASE + (uint64_t)slot * VIRTIO_MMIO_LEN;
 	v->gsi = VIRTIO_GSI_BASE + (uint32_t)slot;
-	v->irqfd = v->stop_fd = v->epoll_fd = -1;
+	v->irqfd = v->stop_fd = v->epoll_fd = v->kick_fd = -1;
 	for (int q = 0; q < VIRTIO_MAX_QUEUES; q++)
 		v->qfd[q] = -1;
 	if (vm->nr_virtio == BOOT_MAX_VIRTIO) {
@@ -595,10 +608,82 @@ static struct device_type virtio_vsock_device = {
 	.resume = vdev_resume,
 };
 
+/* ---- virtio-console ---- */
+
+static void console_kick(void *opaque)
+{
+	struct vdev *v = opaque;
+	uint64_t one = 1;
+
+	if (write(v->kick_fd, &one, sizeof(one)) != sizeof(one))
+		return;	/* the counter is already non-zero: the thread will look */
+}
+
+static int console_takes_input(void *opaque)
+{
+	return virtio_console_takes_input(&((struct vdev *)opaque)->t);
+}
+
+static int console_setup(struct vm *vm, void **state, struct vm_error *err)
+{
+	struct vdev *v;
+	int ret;
+
+	if (vm->restoring ? !restoring_section(vm, "virtio-console") : !vm->devcfg.virtio_console)
+		return 1;
+	ret = vdev_create(vm, &virtio_console_ops, SLOT_CONSOLE, &v, err);
+	if (ret < 0)
+		return ret;
+	v->vcon.con = &vm->console;
+	v->vcon.buf = malloc(VIRTIO_CONSOLE_MAX_BUFFER);
+	v->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!v->vcon.buf || v->kick_fd < 0) {
+		vdev_free(v);
+		return vm_error_set(err, ENOMEM, "cannot set up the virtio-console: out of memory or file descriptors");
+	}
+	{
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = KICK };
+
+		if (epoll_ctl(v->epoll_fd, EPOLL_CTL_ADD, v->kick_fd, &ev) < 0) {
+			int e = errno;
+
+			vdev_free(v);
+			return vm_error_set(err, e, "cannot set up the virtio-console: %s", strerror(e));
+		}
+	}
+	console_set_space_hook(&vm->console, console_kick, v);
+	vm->hvc_dev = v;
+	vm->hvc_input_ready = console_kick;
+	vm->hvc_takes_input = console_takes_input;
+	*state = v;
+	return 0;
+}
+
+static void console_teardown(struct vm *vm, void *state)
+{
+	console_set_space_hook(&vm->console, NULL, NULL);
+	vm->hvc_input_ready = NULL;
+	vm->hvc_takes_input = NULL;
+	vm->hvc_dev = NULL;
+	vdev_free(state);
+}
+
+static struct device_type virtio_console_device = {
+	.name = "virtio-console",
+	.setup = console_setup,
+	.teardown = console_teardown,
+	.save = rng_save,	/* the transport alone: queued input is the console's, saved with the VM */
+	.load = rng_load,
+	.clone = vdev_clone,
+	.quiesce = vdev_quiesce,
+	.resume = vdev_resume,
+};
+
 /* The disk first: its slot is 0, and Linux names it vda whichever it probes first. */
 DEVICE_REGISTER(virtio_blk_device)
 DEVICE_REGISTER(virtio_rng_device)
 DEVICE_REGISTER(virtio_vsock_device)
+DEVICE_REGISTER(virtio_console_device)
 
 const char *vm_snapshot_disk_section(const uint8_t *data, size_t len, char *out, size_t out_len)
 {

@@ -281,6 +281,7 @@ int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct
 	if (!vm)
 		return -1;
 	vm->devcfg.rng = cfg->rng;
+	vm->devcfg.virtio_console = cfg->virtio_console;
 	vm->devcfg.disk = cfg->disk ? strdup(cfg->disk) : NULL;
 	vm->devcfg.disk_top = cfg->disk_top ? strdup(cfg->disk_top) : NULL;
 	vm->devcfg.vsock_path = cfg->vsock_path ? strdup(cfg->vsock_path) : NULL;
@@ -539,6 +540,8 @@ size_t vm_console_write(struct vm *vm, const void *buf, size_t len)
 
 	if (n && vm->console_input_ready)
 		vm->console_input_ready(vm->console_dev);
+	if (n && vm->hvc_input_ready)
+		vm->hvc_input_ready(vm->hvc_dev);
 	return n;
 }
 

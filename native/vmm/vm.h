@@ -49,6 +49,11 @@ struct vm_config {
 	const char *disk_top;
 	int rng;		/* a virtio-rng device */
 	/*
+	 * A virtio-console device on the same console as COM1 (/dev/hvc0; boot Linux with console=hvc0): output goes
+	 * out a buffer per VM exit; input goes to it instead of COM1 once the guest's driver is up.
+	 */
+	int virtio_console;
+	/*
 	 * A virtio-vsock device (docs/vmm.md, "vsock"), NULL for none: the host side is a Unix socket at `vsock_path`
 	 * (Firecracker's muxer: connect, send `CONNECT <port>\n`); the guest's CID is `vsock_cid` (0: 3).
 	 */

@@ -6,7 +6,7 @@ import { Vm, type VmExit, type VmOptions } from '../../electron/vmm/vm.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-export type GuestName = 'hello' | 'echo' | 'count' | 'smp' | 'dirty';
+export type GuestName = 'hello' | 'echo' | 'count' | 'smp' | 'dirty' | 'flood';
 
 export function guestPath(name: GuestName): string {
   const file = path.join(root, 'native/out/guests', `${name}.elf`);
