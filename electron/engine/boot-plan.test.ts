@@ -41,12 +41,14 @@ function smolfile(text: string): Smolfile {
 }
 
 describe('planBoot', () => {
-  it('boots the builtin image from its root disk: no initrd, / on /dev/vda, an rng, the agent', () => {
+  it('boots the builtin image from its root disk: no initrd, / on /dev/vda, an rng, hvc0, the agent', () => {
     const guest = builtGuest();
     const plan = planBoot(smolfile('image = "builtin"\ncpus = 2\nmemory = 512\n'), env);
     expect(plan.options).toMatchObject({ kernel: guest.kernel, disk: { base: guest.rootfs }, rng: true, cpus: 2 });
     expect(plan.options.initrd).toBeUndefined();
     expect(plan.options.cmdline).toMatch(/\broot=\/dev\/vda rw rootwait init=\/init\b/);
+    expect(plan.options.cmdline).toMatch(/(^| )console=hvc0 /);
+    expect(plan.options.virtioConsole).toBe(true);
     expect(plan.agent).toBe(true);
     expect(plan.baseKey).toMatch(/^[0-9a-f]{32}$/);
   });
@@ -81,7 +83,21 @@ describe('planBoot', () => {
     writeFileSync(kernel, 'kernel');
     const plan = planBoot(smolfile(`kernel = "${kernel}"\ncmdline = "console=ttyS0"\n`), env);
     expect(plan.options.disk).toBeUndefined();
+    expect(plan.options.virtioConsole).toBeUndefined();
     expect(plan).toMatchObject({ baseKey: null, agent: false, init: [] });
+  });
+
+  it('gives a bare kernel a virtio-console when its command line names hvc0 as the console', () => {
+    const kernel = path.join(cache, 'vmlinux');
+    writeFileSync(kernel, 'kernel');
+    const wants = (cmdline: string) =>
+      planBoot(smolfile(`kernel = "${kernel}"\ncmdline = "${cmdline}"\n`), env).options.virtioConsole === true;
+    expect(wants('console=hvc0')).toBe(true);
+    expect(wants('lines=10 console=hvc0 quiet')).toBe(true);
+    expect(wants('console=ttyS0 console=hvc0')).toBe(true);
+    expect(wants('console=hvc01')).toBe(false);
+    expect(wants('xconsole=hvc0')).toBe(false);
+    expect(wants('console=ttyS0')).toBe(false);
   });
 
   it('boots a Debian image from its built disk; its init ran at build time, so the base runs only env and workdir', () => {

@@ -11,7 +11,7 @@ import {
   locateDebianImage,
   type DebianImageRecipe,
 } from '../guest/debian-image.js';
-import { findGuestAssets, GUEST_CMDLINE, GUEST_ROOT_CMDLINE } from '../guest/guest-assets.js';
+import { findGuestAssets, GUEST_HVC_CMDLINE, GUEST_ROOT_CMDLINE, namesHvcConsole } from '../guest/guest-assets.js';
 import type { Smolfile } from '../smolfile/smolfile.js';
 import type { VmOptions } from '../vmm/vm.js';
 import { ApiFailure } from '../api/engine-api.js';
@@ -38,6 +38,7 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
     // parseSmolfile guarantees a kernel when there is no image.
     const options: VmOptions = { kernel: smolfile.kernel!, cmdline: smolfile.cmdline, ...common };
     if (smolfile.initrd) options.initrd = smolfile.initrd;
+    if (namesHvcConsole(smolfile.cmdline)) options.virtioConsole = true;
     return { options, baseKey: null, init: [], agent: false };
   }
   const assets = findGuestAssets(env);
@@ -53,9 +54,9 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
     );
   }
   // The root disk's image is the base of every VM's disk chain; the engine gives each instance its layer over it.
-  const root = `${GUEST_CMDLINE} ${GUEST_ROOT_CMDLINE}`;
+  const root = `${GUEST_HVC_CMDLINE} ${GUEST_ROOT_CMDLINE}`;
   const cmdline = smolfile.cmdline ? `${root} ${smolfile.cmdline}` : root;
-  const options: VmOptions = { kernel, cmdline, disk: { base: rootDisk }, rng: true, ...common };
+  const options: VmOptions = { kernel, cmdline, disk: { base: rootDisk }, rng: true, virtioConsole: true, ...common };
   // A Debian image ran the Smolfile's init when it was built (with the host's network); the base only takes the
   // console's env and workdir.
   const init = bakeCommands(smolfile, { withInit: !debian });

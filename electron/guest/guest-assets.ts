@@ -22,6 +22,17 @@ export const CURRENT_FILE = 'current.json';
  */
 export const GUEST_CMDLINE = 'console=ttyS0 reboot=k panic=-1 pci=off quiet';
 /**
+ * The same for a VM with a virtio-console, as the engine boots every image: the console is /dev/hvc0, whose output
+ * crosses a buffer per VM exit instead of a byte (docs/vmm.md, "virtio-console"). The kernel keeps its messages from
+ * before the driver starts and prints them when hvc0 appears.
+ */
+export const GUEST_HVC_CMDLINE = 'console=hvc0 reboot=k panic=-1 pci=off quiet';
+
+/** A command line whose console is hvc0: the VM gets a virtio-console (the engine's rule, docs/engine.md). */
+export function namesHvcConsole(cmdline: string | undefined): boolean {
+  return /(^|\s)console=hvc0(,\S*)?(?=\s|$)/.test(cmdline ?? '');
+}
+/**
  * What to add to GUEST_CMDLINE to boot from the root disk (the rootfs image as the VM's disk base) with no initrd:
  * /dev/vda is the root, mounted read-write by the kernel (each VM writes to its own layer over the shared image), and
  * waited for rather than a panic should the disk show up late; PID 1 is /init, the same script as in the initramfs,

@@ -146,3 +146,13 @@ export async function eventually<T>(what: string, check: () => Promise<T | undef
   }
   throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
 }
+
+/**
+ * Runs a command in a Linux VM's console shell and resolves with its output, LF line ends (the shell computes the
+ * markers, so the echo of the typed line does not match them).
+ */
+export async function consoleRun(smol: Smol, vm: string, command: string, tag: number, timeoutMs = 120_000) {
+  const done = smol.waitForOutput(vm, new RegExp(`<<${tag}>>\\r?\\n([\\s\\S]*?)<<${tag}:end>>`), timeoutMs);
+  await smol.write(vm, `echo "<<$((${tag}))>>"; ${command}; echo "<<$((${tag})):end>>"\n`);
+  return (await done)[1]!.replace(/\r\n/g, '\n');
+}

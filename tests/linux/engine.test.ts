@@ -4,18 +4,13 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Smol } from '../../electron/sdk/smol.js';
-import { EngineHome, root } from '../engine/engine-home.js';
+import { consoleRun, EngineHome, root } from '../engine/engine-home.js';
 
 const home = new EngineHome();
 afterAll(() => home.destroy(), 180_000);
 const shell = path.join(root, 'smolfiles', 'shell.smolfile');
 
-/** Runs a command in the VM's console shell and resolves with its output (the shell computes the markers). */
-async function run(smol: Smol, vm: string, command: string, tag: number): Promise<string> {
-  const done = smol.waitForOutput(vm, new RegExp(`<<${tag}>>\\r?\\n([\\s\\S]*?)<<${tag}:end>>`), 120_000);
-  await smol.write(vm, `echo "<<$((${tag}))>>"; ${command}; echo "<<$((${tag})):end>>"\n`);
-  return (await done)[1]!.replace(/\r\n/g, '\n');
-}
+const run = consoleRun;
 
 describe('an episode of smolfiles/shell.smolfile', () => {
   let smol: Smol;
