@@ -5,21 +5,21 @@
 //   - the fork tree: opening it (click → nodes drawn), and frames per second while a mouse drag pans it;
 //   - the console: a real VM (native/guests/flood.c) printing numbered lines, each checked in the page's xterm buffer
 //     as it is parsed (a missing or garbled line counts as a drop), in bytes per second; and each stage of that path
-//     alone (the VMM's UART, the engine's console WebSocket, the page's xterm) to say where the limit is.
+//     alone (the VMM's virtio-console and COM1 and the engine's console WebSocket, from console.ts; the page's xterm)
+//     to say where the limit is.
 // README, "Benchmarks"; docs/ui.md, "Performance".
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { performance } from 'node:perf_hooks';
 import type { Listener } from '../api/schema.js';
 import { pidAlive } from '../engine/engine-process.js';
 import { packageRoot } from '../package-root.js';
 import { Smol } from '../sdk/smol.js';
 import { tinyGuestDir } from '../smol-dirs.js';
-import { Vm } from '../vmm/vm.js';
+import { engineStage, LINE_BYTES, uartLinesFor, vmmStage, writeFloodSmolfile } from './console.js';
 import { median, p90 } from './stats.js';
 import { seedUiHome } from './ui-seed.js';
-import { benchHost, withTimeout, type BenchHost } from './vm-create.js';
+import { benchHost, type BenchHost } from './vm-create.js';
 import { browserStage, consoleInPage, listInPage, treeInPage, type Page } from './ui-page.js';
 
 export interface UiBenchOptions {
@@ -57,7 +57,6 @@ export interface UiBenchResult {
   notes: string[];
 }
 
-export const LINE_BYTES = 64;
 const WARMUP_RUNS = 1;
 export const CHROMIUM_ARGS = [
   '--headless',
@@ -73,71 +72,6 @@ export const CHROMIUM_ARGS = [
 function metric(name: string, unit: string, samples: number[]): UiMetric {
   const round = (x: number) => Math.round(x * 1000) / 1000;
   return { metric: name, unit, p50: round(median(samples)), p90: round(p90(samples)), samples: samples.map(round) };
-}
-
-/** Bytes per second from the VMM alone: the flood guest on a Vm, its console counted in this process. */
-async function vmmStage(lines: number): Promise<number> {
-  const vm = await Vm.create({
-    kernel: path.join(tinyGuestDir, 'flood.elf'),
-    cmdline: `lines=${lines}`,
-    memoryMiB: 16,
-  });
-  try {
-    let text = '';
-    let bytes = 0;
-    let start = 0;
-    const done = new Promise<number>((resolve) => {
-      vm.on('console', (chunk: Buffer) => {
-        if (start === 0) {
-          text += chunk.toString('latin1');
-          if (text.includes('type a key')) {
-            start = performance.now();
-            vm.write('x');
-          }
-          return;
-        }
-        bytes += chunk.length;
-        if (bytes >= lines * LINE_BYTES) resolve(performance.now());
-      });
-    });
-    vm.start();
-    const end = await withTimeout(done, 600_000, 'the flood guest did not finish within 10 minutes');
-    return (lines * LINE_BYTES) / ((end - start) / 1000);
-  } finally {
-    await vm.kill();
-    await vm.exited;
-  }
-}
-
-/** Bytes per second through the engine: a flood episode's console WebSocket read by this process. */
-async function engineStage(smol: Smol, smolfile: string, lines: number): Promise<number> {
-  const { episode, vm } = await smol.up(smolfile);
-  try {
-    await smol.waitForOutput(vm.id, /type a key/, 60_000);
-    let bytes = 0;
-    let start = 0;
-    const done = new Promise<number>((resolve, reject) => {
-      const stream = smol.console(vm.id, {
-        onData: (data) => {
-          if (start === 0) return;
-          bytes += data.length;
-          if (bytes >= lines * LINE_BYTES) {
-            stream.close();
-            resolve(performance.now());
-          }
-        },
-        onClose: (why) => reject(new Error(`the console closed: ${why}`)),
-      });
-      setTimeout(() => {
-        start = performance.now();
-        stream.write('x');
-      }, 300);
-    });
-    const end = await withTimeout(done, 600_000, 'the flood did not come through the engine within 10 minutes');
-    return (lines * LINE_BYTES) / ((end - start) / 1000);
-  } finally {
-    await smol.api.request('DELETE', `/api/v1/episodes/${episode.id}?force=true`).catch(() => undefined);
-  }
 }
 
 export async function benchUi(options: UiBenchOptions): Promise<UiBenchResult> {
@@ -160,11 +94,7 @@ export async function benchUi(options: UiBenchOptions): Promise<UiBenchResult> {
   // A short path: the engine's Unix socket lives in it.
   const home = mkdtempSync(path.join(os.tmpdir(), 'smol-bench-ui-'));
   const echoSmolfile = path.join(packageRoot, 'smolfiles', 'echo.smolfile');
-  const floodSmolfile = path.join(home, 'flood.smolfile');
-  writeFileSync(
-    floodSmolfile,
-    `# The flood guest for smol bench ui\nkernel = "${flood}"\ncmdline = "lines=${options.consoleLines}"\ncpus = 1\nmemory = 16\n`,
-  );
+  const floodSmolfile = writeFloodSmolfile(home, options.consoleLines);
   const seeded = await seedUiHome({
     home,
     episodes: options.episodes,
@@ -218,7 +148,7 @@ export async function benchUi(options: UiBenchOptions): Promise<UiBenchResult> {
           await smol.api.request('DELETE', `/api/v1/episodes/${episode.id}?force=true`).catch(() => undefined);
         }
         progress(
-          `${label}: console ${(consoleRun.bytesPerSecond / 1024).toFixed(1)} KiB/s end to end, ` +
+          `${label}: console ${(consoleRun.bytesPerSecond / 2 ** 20).toFixed(2)} MiB/s end to end, ` +
             `${consoleRun.missing} lines missing; the page alone ${(inPage.bytesPerSecond / 2 ** 20).toFixed(1)} MiB/s ` +
             `(${inPage.missing} missing, longest frame ${inPage.longestFrameMs.toFixed(0)} ms)`,
         );
@@ -231,9 +161,9 @@ export async function benchUi(options: UiBenchOptions): Promise<UiBenchResult> {
         add('fork tree pan, longest frame', 'ms', tree.longestFrameMs);
         add('fork tree pan, most nodes in the DOM at once', 'nodes', tree.maxNodes);
         add(
-          'console end to end (flood VM → engine → page xterm), no line missing',
-          'KiB/s',
-          consoleRun.bytesPerSecond / 1024,
+          'console end to end (flood VM → virtio-console → engine → page xterm), no line missing',
+          'MiB/s',
+          consoleRun.bytesPerSecond / 2 ** 20,
         );
         add('console end to end, lines missing or garbled', 'lines', consoleRun.missing);
         add('console end to end, longest frame', 'ms', consoleRun.longestFrameMs);
@@ -251,15 +181,27 @@ export async function benchUi(options: UiBenchOptions): Promise<UiBenchResult> {
       }
       if (!counted) continue;
       const stageLines = Math.max(200, Math.floor(options.consoleLines / 2));
-      add('stage: VMM UART alone (flood guest → this process)', 'KiB/s', (await vmmStage(stageLines)) / 1024);
+      const mib = (bytesPerSecond: number) => bytesPerSecond / 2 ** 20;
       add(
-        'stage: engine console WebSocket (flood VM → engine → this process)',
-        'KiB/s',
-        (await engineStage(smol, floodSmolfile, stageLines)) / 1024,
+        'stage: VMM virtio-console alone (flood guest → this process)',
+        'MiB/s',
+        mib(await vmmStage(stageLines, 'virtio')),
+      );
+      const uartLines = uartLinesFor(stageLines);
+      add(
+        'stage: VMM UART alone, for comparison (flood guest → this process)',
+        'MiB/s',
+        mib(await vmmStage(uartLines, 'uart')),
+      );
+      add(
+        'stage: engine console WebSocket (flood VM → virtio-console → engine → this process)',
+        'MiB/s',
+        mib(await engineStage(smol, floodSmolfile, stageLines)),
       );
     }
     notes.push(
-      'the console figures are bounded by the guest UART under this KVM: compare the VMM stage with the others',
+      'a VM’s console rate is bounded by how fast its vCPU runs (under PVM, software KVM, a tiny guest runs about a ' +
+        'thousand times slower than on hardware): compare the VMM stage with the others',
       'frames per second are Chromium’s requestAnimationFrame callbacks during the drag (headless, no GPU)',
     );
     return {

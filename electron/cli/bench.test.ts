@@ -25,14 +25,14 @@ describe('smol bench arguments', () => {
 
   it('needs a benchmark name, first', () => {
     expect(() => parseBenchArgs([])).toThrow(
-      'name a benchmark: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, disk',
+      'name a benchmark: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, console, disk',
     );
     expect(() => parseBenchArgs(['--json', 'vm-create'])).toThrow('the benchmark name comes first (got --json)');
   });
 
   it('names the benchmarks it knows when given another', () => {
     expect(() => parseBenchArgs(['forks'])).toThrow(
-      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, disk)',
+      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, console, disk)',
     );
   });
 
@@ -190,6 +190,19 @@ describe('smol bench arguments', () => {
     });
     expect(() => parseBenchArgs(['disk', '--forks', '2'])).toThrow('--forks is an option of the fanout benchmark only');
     expect(() => parseBenchArgs(['disk', '--linux'])).toThrow('--linux is an option of the restore benchmark only');
+  });
+
+  it('console defaults to 5 runs of 100,000 lines and takes --lines only of the ui options', () => {
+    expect(parseBenchArgs(['console'])).toEqual({ name: 'console', json: false, runs: 5, lines: 100_000 });
+    expect(parseBenchArgs(['console', '--lines', '5000', '--runs', '2', '--json'])).toEqual({
+      name: 'console',
+      json: true,
+      runs: 2,
+      lines: 5000,
+    });
+    expect(() => parseBenchArgs(['console', '--episodes', '3'])).toThrow('--episodes is an option of the ui benchmark');
+    expect(() => parseBenchArgs(['console', '--kernel', 'k'])).toThrow('--kernel is not an option of the console');
+    expect(() => parseBenchArgs(['disk', '--lines', '3'])).toThrow('--lines is an option of the ui and console');
   });
 
   it('prints the notes of a snapshot benchmark under its table', () => {

@@ -2,6 +2,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { benchBoot, type BootBenchResult } from '../bench/boot.js';
+import { benchConsole, formatConsoleBenchResult } from '../bench/console.js';
 import { benchExec, benchFiles } from '../bench/agent.js';
 import { benchDisk, formatDiskBenchResult, type DiskBenchResult } from '../bench/disk.js';
 import { benchReset } from '../bench/reset.js';
@@ -27,6 +28,7 @@ export const BENCHMARKS = [
   'exec',
   'files',
   'ui',
+  'console',
   'disk',
 ] as const;
 const SNAPSHOT_BENCHMARKS = ['snapshot', 'restore', 'fork', 'fanout'] as const;
@@ -46,6 +48,7 @@ export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--ke
        smol bench reset [--json] [--runs N] [-f SMOLFILE]
        smol bench exec|files [--json] [--runs N] [-f SMOLFILE]
        smol bench ui [--json] [--runs N] [--episodes N] [--snapshots N] [--lines N] [--chromium FILE]
+       smol bench console [--json] [--runs N] [--lines N]
        smol bench disk [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
                        [--cmdline STR] [--qemu FILE]
 
@@ -74,6 +77,9 @@ Benchmarks:
               store: first paint and the drawn 1,000-episode list, opening and panning (fps) a
               5,000-snapshot fork tree, and console bytes per second from a flooding VM with every
               line checked in the page, plus each stage of that path alone (VMM, engine, page)
+  console     the console path without a browser, so it runs in the KVM lab too: the flood guest's
+              lines through the VMM's virtio-console and (for comparison) COM1, and through a real
+              engine's console WebSocket, every line checked, in MiB/s
   disk        the Linux guest's /dev/vda, timed inside the guest with O_DIRECT dd: sequential write
               and read MiB/s, random 4 KiB read and write IOPS; our virtio-blk (a fresh layer over a
               256 MiB raw base) against QEMU microvm's (the same base, snapshot=on), a fresh VM of
@@ -96,7 +102,8 @@ Options:
   --qemu FILE     boot: QEMU to compare with (default ${DEFAULT_QEMU} on PATH)
   --episodes N    ui: episodes in the list (default 1000)
   --snapshots N   ui: snapshots in the fork tree (default 5000)
-  --lines N       ui: console lines of 64 bytes the flooding guest prints per run (default 2000)
+  --lines N       ui, console: lines of 64 bytes the flooding guest prints per run (default 100000;
+                  a 25th of them through COM1)
   --chromium F    ui: the Chromium to drive (default $SMOL_CHROMIUM or ${DEFAULT_CHROMIUM})
   --linux         restore: the Linux guest against QEMU (takes the boot benchmark's options)
   --json          print the results as JSON
@@ -125,7 +132,8 @@ export type BenchArgs =
   | (LinuxBenchArgs & { name: 'disk' })
   | { name: TinySnapshotBench; json: boolean; runs: number; memoryMiB: number[]; forks?: number }
   | { name: 'reset' | 'exec' | 'files'; json: boolean; runs: number; smolfile: string }
-  | { name: 'ui'; json: boolean; runs: number; episodes: number; snapshots: number; lines: number; chromium: string };
+  | { name: 'ui'; json: boolean; runs: number; episodes: number; snapshots: number; lines: number; chromium: string }
+  | { name: 'console'; json: boolean; runs: number; lines: number };
 
 const FLAGS = {
   json: { type: 'boolean', default: false },
@@ -194,7 +202,7 @@ function parseUiArgs(
     runs: runs(5),
     episodes: count('episodes', 1000, 100_000),
     snapshots: count('snapshots', 5000, 100_000),
-    lines: count('lines', 2000, 10_000_000),
+    lines: count('lines', 100_000, 10_000_000),
     chromium: path.resolve((flags.chromium as string | undefined) ?? process.env.SMOL_CHROMIUM ?? DEFAULT_CHROMIUM),
   };
 }
@@ -220,9 +228,20 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   }
   if (flags.linux && name !== 'restore')
     throw new UsageError('bench', '--linux is an option of the restore benchmark only');
-  const uiOnly = (['episodes', 'snapshots', 'lines', 'chromium'] as const).find((flag) => flags[flag] !== undefined);
+  const uiOnly = (['episodes', 'snapshots', 'chromium'] as const).find((flag) => flags[flag] !== undefined);
   if (uiOnly && name !== 'ui') throw new UsageError('bench', `--${uiOnly} is an option of the ui benchmark only`);
+  if (flags.lines !== undefined && name !== 'ui' && name !== 'console') {
+    throw new UsageError('bench', '--lines is an option of the ui and console benchmarks only');
+  }
   if (name === 'ui') return parseUiArgs(flags, runs);
+  if (name === 'console') {
+    const misplaced = (['kernel', 'file', 'forks', 'linux', ...BOOT_ONLY] as const).find(
+      (flag) => flags[flag] !== undefined && flags[flag] !== false,
+    );
+    if (misplaced) throw new UsageError('bench', `--${misplaced} is not an option of the console benchmark`);
+    const lines = parseIntegerFlag('bench', '--lines', flags.lines, { min: 1, max: 10_000_000, default: 100_000 });
+    return { name, json: flags.json, runs: runs(5), lines };
+  }
   if ((SNAPSHOT_BENCHMARKS as readonly string[]).includes(name) && !flags.linux) {
     return parseSnapshotArgs(name as TinySnapshotBench, flags, runs);
   }
@@ -304,6 +323,12 @@ export async function runBench(argv: string[]): Promise<number> {
   const args = parseBenchArgs(argv);
   if (args === 'help') {
     process.stdout.write(BENCH_HELP);
+    return 0;
+  }
+  if (args.name === 'console') {
+    const progress = (line: string) => process.stderr.write(`bench console: ${line}\n`);
+    const result = await benchConsole({ runs: args.runs, lines: args.lines, progress });
+    process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatConsoleBenchResult(result));
     return 0;
   }
   if (args.name === 'ui') {
