@@ -20,7 +20,7 @@ export function Console({ vmId }: { vmId: string }) {
   useEffect(() => {
     const container = host.current;
     if (!container) return;
-    container.appendChild(session.element);
+    const hide = session.show(container);
     const fit = () => {
       if (container.clientWidth > 0 && container.clientHeight > 0) session.fit.fit();
     };
@@ -30,7 +30,7 @@ export function Console({ vmId }: { vmId: string }) {
     session.terminal.focus();
     return () => {
       observer.disconnect();
-      session.element.remove();
+      hide();
     };
   }, [session]);
 

@@ -1,27 +1,31 @@
 // Live consoles, one per VM, kept outside React so a console survives switching views: the terminal, its stream
 // from the engine and its addons live here, and the Console component only lends it a place in the page. Bytes go
-// from the WebSocket straight into xterm.js, never through React state (STYLE.md).
+// from the WebSocket straight into xterm.js (through its OutputFeed), never through React state (STYLE.md).
 import { FitAddon } from '@xterm/addon-fit';
 import { SearchAddon } from '@xterm/addon-search';
 import { WebLinksAddon } from '@xterm/addon-web-links';
 import { Terminal, type ITheme } from '@xterm/xterm';
 import type { ConsoleStream, Transport } from '../transport/transport.js';
+import { gpuRenderer } from './gpu-renderer.js';
 import { openLinkAfterAsking } from './links.js';
+import { OutputFeed, type Output } from './output-feed.js';
 import { chunkedWriter } from './paste.js';
 
 export type ConsoleStatus = { state: 'connecting' | 'live' } | { state: 'closed'; why: string };
 
 /**
- * xterm.js parses its write queue in slices of about 12 ms, but a slice never splits a chunk: output is handed to it
- * in pieces this big, so a large WebSocket message cannot hold a frame for long.
+ * xterm.js parses in slices of about 12 ms between frames, but a slice never splits a write: output is handed to it
+ * in chunks this big at most (see OutputFeed), so a large WebSocket message cannot hold a frame for long.
  */
-const WRITE_SLICE = 16 << 10;
+const WRITE_CHUNK = 16 << 10;
 /**
- * Output given to xterm and not parsed yet. Past this the page has fallen behind the guest by seconds: rather than
- * let xterm discard data at its own limit (50 MB, silently), the console attaches again and starts from the
- * engine's current screen, and says so.
+ * Output given to the console and not parsed yet. Past this the page has fallen behind the guest by seconds: rather
+ * than let xterm discard data at its own limit (50 MB, silently), the console drops its backlog at once, attaches
+ * again, shows the engine's current screen and says so under it.
  */
 const MAX_UNPARSED = 24 << 20;
+/** RIS, "reset to initial state": the terminal's reset, in order with the output before and after it. */
+const RESET = '\x1bc';
 
 export const TERMINAL_THEME: ITheme = {
   background: '#0d1117',
@@ -40,9 +44,8 @@ export class ConsoleSession {
   #status: ConsoleStatus = { state: 'connecting' };
   readonly #listeners = new Set<() => void>();
   readonly #input;
-  #unparsed = 0;
-  /** Bumped when the terminal is reset: callbacks of writes from before no longer count. */
-  #generation = 0;
+  readonly #feed: OutputFeed;
+  /** Set when the page fell behind, until the engine's screen replaces what was dropped (and says so). */
   #catchingUp = false;
 
   constructor(
@@ -67,6 +70,7 @@ export class ConsoleSession {
     this.#input = chunkedWriter((data) => this.#stream?.write(data));
     this.terminal.onData((data) => this.#input.write(data));
     this.terminal.onBinary((data) => this.#stream?.write(Uint8Array.from(data, (c) => c.charCodeAt(0))));
+    this.#feed = new OutputFeed({ write: (data, parsed) => this.terminal.write(data, parsed) }, WRITE_CHUNK);
     this.connect();
   }
 
@@ -90,40 +94,44 @@ export class ConsoleSession {
     this.#setStatus({ state: 'connecting' });
     this.#stream = this.transport.console(this.vm, {
       onScreen: (serialized) => {
-        this.terminal.reset();
-        this.#generation++;
-        this.#unparsed = 0;
-        this.terminal.write(serialized);
+        // Output still waiting came before this screen, which holds it: dropped, and the terminal reset in order
+        // after the chunk xterm.js may be parsing.
+        this.#feed.drop();
+        this.#feed.push(RESET + serialized);
+        if (this.#catchingUp) {
+          this.#catchingUp = false;
+          this.#feed.push('\r\n\x1b[33m[smol] this page fell behind the output: this is the current screen\x1b[0m\r\n');
+        }
         this.#setStatus({ state: 'live' });
       },
       onData: (data) => this.output(data),
       onClose: (why) => this.#setStatus({ state: 'closed', why }),
-      onError: (message) => this.terminal.write(`\r\n\x1b[31m[smol] ${message}\x1b[0m\r\n`),
+      onError: (message) => this.#feed.push(`\r\n\x1b[31m[smol] ${message}\x1b[0m\r\n`),
     });
   }
 
-  /** Output from the guest, into the terminal in slices; see MAX_UNPARSED for a page that cannot keep up. */
-  output(data: Uint8Array | string): void {
+  /** Output from the guest, into the terminal through the feed; see MAX_UNPARSED for a page that cannot keep up. */
+  output(data: Output): void {
     if (this.#catchingUp) return;
-    if (this.#unparsed > MAX_UNPARSED) {
+    if (this.#feed.backlog + data.length > MAX_UNPARSED) {
+      // What waits would be parsed for seconds only to be replaced by the engine's screen: dropped now, and the
+      // output that comes until that screen too.
       this.#catchingUp = true;
-      this.terminal.write(
-        '\r\n\x1b[33m[smol] this page fell behind the output: showing the current screen\x1b[0m\r\n',
-        () => {
-          this.#catchingUp = false;
-          this.connect();
-        },
-      );
+      this.#feed.drop();
+      this.connect();
       return;
     }
-    for (let at = 0; at < data.length; at += WRITE_SLICE) {
-      const slice = typeof data === 'string' ? data.slice(at, at + WRITE_SLICE) : data.subarray(at, at + WRITE_SLICE);
-      this.#unparsed += slice.length;
-      const generation = this.#generation;
-      this.terminal.write(slice, () => {
-        if (generation === this.#generation) this.#unparsed -= slice.length;
-      });
-    }
+    this.#feed.push(data);
+  }
+
+  /** Shows the console in `container`, drawn by the GPU while shown where the GPU is real; returns the hide. */
+  show(container: HTMLElement): () => void {
+    container.appendChild(this.element);
+    const gpu = gpuRenderer(this.terminal);
+    return () => {
+      gpu?.dispose();
+      this.element.remove();
+    };
   }
 
   /** Types text as if pasted (chunked). */
@@ -133,6 +141,7 @@ export class ConsoleSession {
 
   dispose(): void {
     this.#input.cancel();
+    this.#feed.drop();
     this.#stream?.close();
     this.terminal.dispose();
     this.#listeners.clear();
