@@ -47,8 +47,8 @@ export function writeFloodSmolfile(dir: string, lines: number): string {
 
 /**
  * Bytes per second from the VMM alone: the flood guest on a Vm, its console read in this process, through the
- * virtio-console (as the engine's flood episode) or through COM1. Timed from the key that starts the flood to its
- * last line; a missing or garbled line fails the run.
+ * virtio-console (as the engine's flood episode) or through COM1. Timed from the key that starts the flood to the
+ * guest's "done" after its last line; a missing or garbled line fails the run.
  */
 export async function vmmStage(lines: number, through: 'virtio' | 'uart'): Promise<number> {
   const virtio = through === 'virtio';
@@ -61,7 +61,6 @@ export async function vmmStage(lines: number, through: 'virtio' | 'uart'): Promi
   try {
     const chunks: Buffer[] = [];
     let greeting = '';
-    let bytes = 0;
     let start = 0;
     const done = new Promise<number>((resolve) => {
       vm.on('console', (chunk: Buffer) => {
@@ -73,9 +72,7 @@ export async function vmmStage(lines: number, through: 'virtio' | 'uart'): Promi
           }
           return;
         }
-        chunks.push(chunk);
-        bytes += chunk.length;
-        if (bytes >= lines * LINE_BYTES) resolve(performance.now());
+        if (collect(chunks, chunk)) resolve(performance.now());
       });
     });
     vm.start();
@@ -90,25 +87,20 @@ export async function vmmStage(lines: number, through: 'virtio' | 'uart'): Promi
 
 /**
  * Bytes per second through the engine: a flood episode's console WebSocket read by this process, timed from the key
- * that starts the flood to its last line; a missing or garbled line fails the run.
+ * that starts the flood to the guest's "done" after its last line; a missing or garbled line fails the run.
  */
 export async function engineStage(smol: Smol, smolfile: string, lines: number): Promise<number> {
   const { episode, vm } = await smol.up(smolfile);
   try {
     await smol.waitForOutput(vm.id, /type a key/, 60_000);
     const chunks: Buffer[] = [];
-    let bytes = 0;
     let start = 0;
     const done = new Promise<number>((resolve, reject) => {
       const stream = smol.console(vm.id, {
         onData: (data) => {
-          if (start === 0) return;
-          chunks.push(data);
-          bytes += data.length;
-          if (bytes >= lines * LINE_BYTES) {
-            stream.close();
-            resolve(performance.now());
-          }
+          if (start === 0 || !collect(chunks, data)) return;
+          stream.close();
+          resolve(performance.now());
         },
         onClose: (why) => reject(new Error(`the console closed: ${why}`)),
       });
@@ -123,6 +115,16 @@ export async function engineStage(smol: Smol, smolfile: string, lines: number): 
   } finally {
     await smol.api.request('DELETE', `/api/v1/episodes/${episode.id}?force=true`).catch(() => undefined);
   }
+}
+
+const DONE = Buffer.from('flood: done ');
+
+/** Keeps `chunk`; true once the guest has said it is done (after its last line), even across two chunks. */
+function collect(chunks: Buffer[], chunk: Buffer): boolean {
+  const previous = chunks.at(-1);
+  chunks.push(chunk);
+  const tail = previous ? Buffer.concat([previous.subarray(-DONE.length), chunk]) : chunk;
+  return tail.includes(DONE);
 }
 
 function checkLines(text: string, lines: number, stage: string): void {

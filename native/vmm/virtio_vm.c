@@ -656,10 +656,12 @@ static int console_setup(struct vm *vm, void **state, struct vm_error *err)
 	 * the notifying vCPU's MMIO exit, so the buffer is done before the guest runs again, instead of waiting for
 	 * this device's thread to be woken and scheduled.
 	 */
-	ioeventfd(v, VIRTIO_CONSOLE_TX, 0);
-	epoll_ctl(v->epoll_fd, EPOLL_CTL_DEL, v->qfd[VIRTIO_CONSOLE_TX], NULL);
-	close(v->qfd[VIRTIO_CONSOLE_TX]);
-	v->qfd[VIRTIO_CONSOLE_TX] = -1;
+	if (v->qfd[VIRTIO_CONSOLE_TX] >= 0) {
+		ioeventfd(v, VIRTIO_CONSOLE_TX, 0);
+		epoll_ctl(v->epoll_fd, EPOLL_CTL_DEL, v->qfd[VIRTIO_CONSOLE_TX], NULL);
+		close(v->qfd[VIRTIO_CONSOLE_TX]);
+		v->qfd[VIRTIO_CONSOLE_TX] = -1;
+	}
 	console_set_space_hook(&vm->console, console_kick, v);
 	vm->hvc_dev = v;
 	vm->hvc_input_ready = console_kick;

@@ -26,10 +26,10 @@ describe('the console of a builtin-image episode', () => {
     expect(await consoleRun(smol, vm, 'echo after', 2, 60_000)).toBe('after\n');
   }, 300_000);
 
-  it('carries 5,000 numbered lines whole and in order', async () => {
+  it('carries 1,000 numbered lines whole and in order', async () => {
     // Few, because the guest's tty hands hvc0 each line as two writes (the text, then CR LF), each one a VM exit
     // and an interrupt, which under the lab's emulated nested virtualization cost milliseconds.
-    const lines = 5_000;
+    const lines = 1_000;
     expect(await consoleRun(smol, vm, `seq 1 ${lines} > /tmp/numbers; wc -l < /tmp/numbers`, 3)).toBe(`${lines}\n`);
     let text = '';
     let firstByte = 0;
@@ -55,8 +55,9 @@ describe('the console of a builtin-image episode', () => {
     const seconds = (performance.now() - firstByte) / 1000;
     const body = text.slice(text.indexOf('<<1seq>>\r\n') + '<<1seq>>\r\n'.length, text.indexOf('<<seq:end>>'));
     const numbers = body.split('\r\n').filter((line) => line !== '');
+    const wrong = numbers.findIndex((line, i) => line !== String(i + 1));
+    expect(wrong === -1 ? '' : `line ${wrong + 1}: ${JSON.stringify(numbers.slice(wrong, wrong + 3))}`).toBe('');
     expect(numbers.length).toBe(lines);
-    expect(numbers.every((line, i) => line === String(i + 1))).toBe(true);
     console.log(`hvc0: ${lines} lines, ${(body.length / 2 ** 20).toFixed(2)} MiB in ${seconds.toFixed(2)} s`);
   }, 900_000);
 });
