@@ -60,6 +60,7 @@ export async function vmmStage(lines: number, through: 'virtio' | 'uart'): Promi
   });
   try {
     const chunks: Buffer[] = [];
+    const collect = collector(chunks);
     let greeting = '';
     let start = 0;
     const done = new Promise<number>((resolve) => {
@@ -72,7 +73,7 @@ export async function vmmStage(lines: number, through: 'virtio' | 'uart'): Promi
           }
           return;
         }
-        if (collect(chunks, chunk)) resolve(performance.now());
+        if (collect(chunk)) resolve(performance.now());
       });
     });
     vm.start();
@@ -94,11 +95,12 @@ export async function engineStage(smol: Smol, smolfile: string, lines: number): 
   try {
     await smol.waitForOutput(vm.id, /type a key/, 60_000);
     const chunks: Buffer[] = [];
+    const collect = collector(chunks);
     let start = 0;
     const done = new Promise<number>((resolve, reject) => {
       const stream = smol.console(vm.id, {
         onData: (data) => {
-          if (start === 0 || !collect(chunks, data)) return;
+          if (start === 0 || !collect(data)) return;
           stream.close();
           resolve(performance.now());
         },
@@ -119,12 +121,19 @@ export async function engineStage(smol: Smol, smolfile: string, lines: number): 
 
 const DONE = Buffer.from('flood: done ');
 
-/** Keeps `chunk`; true once the guest has said it is done (after its last line), even across two chunks. */
-function collect(chunks: Buffer[], chunk: Buffer): boolean {
-  const previous = chunks.at(-1);
-  chunks.push(chunk);
-  const tail = previous ? Buffer.concat([previous.subarray(-DONE.length), chunk]) : chunk;
-  return tail.includes(DONE);
+/**
+ * Keeps each chunk in `chunks` and says whether the guest has said it is done (after its last line), whatever
+ * chunks the words came in (the UART's arrive a byte or a few at a time).
+ */
+function collector(chunks: Buffer[]): (chunk: Buffer) => boolean {
+  let tail = Buffer.alloc(0);
+  return (chunk) => {
+    chunks.push(chunk);
+    tail = Buffer.concat([tail, chunk]);
+    const found = tail.includes(DONE);
+    tail = tail.subarray(-DONE.length);
+    return found;
+  };
 }
 
 function checkLines(text: string, lines: number, stage: string): void {
