@@ -159,8 +159,8 @@ export interface ConsoleBenchResult {
   host: BenchHost;
 }
 
-/** A 25th of the lines for COM1: a VM exit per byte makes it thousands of times slower. */
-export const uartLinesFor = (lines: number) => Math.max(200, Math.floor(lines / 25));
+/** For COM1 a 25th of the lines, 200 to 1,000: a VM exit per byte makes it hundreds to thousands of times slower. */
+export const uartLinesFor = (lines: number) => Math.min(1000, Math.max(200, Math.floor(lines / 25)));
 
 export async function benchConsole(options: {
   runs: number;
@@ -175,8 +175,11 @@ export async function benchConsole(options: {
     const smolfile = writeFloodSmolfile(home, lines);
     for (let run = 0; run <= runs; run++) {
       const label = run === 0 ? 'warm-up' : `run ${run}/${runs}`;
+      progress(`${label}: the VMM through the virtio-console, ${lines} lines`);
       const virtio = mib(await vmmStage(lines, 'virtio'));
+      progress(`${label}: the VMM through COM1, ${uartLines} lines`);
       const uart = mib(await vmmStage(uartLines, 'uart'));
+      progress(`${label}: the engine's console WebSocket, ${lines} lines`);
       const engine = mib(await engineStage(smol, smolfile, lines));
       progress(
         `${label}: VMM virtio-console ${virtio.toFixed(2)} MiB/s, COM1 ${(uart * 1024).toFixed(1)} KiB/s, ` +

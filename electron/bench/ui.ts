@@ -237,9 +237,10 @@ export function formatUiBenchResult(result: UiBenchResult): string {
       `${result.inputs.snapshots}-snapshot tree, ${result.inputs.consoleLines} console lines of ` +
       `${result.inputs.lineBytes} bytes (KVM ${kvm.implementation}${inLab ? ', in the lab' : ''})`,
     `${'metric'.padEnd(width)}  ${'p50'.padStart(9)}  ${'p90'.padStart(9)}  unit`,
-    ...result.results.map(
-      (r) => `${r.metric.padEnd(width)}  ${r.p50.toFixed(1).padStart(9)}  ${r.p90.toFixed(1).padStart(9)}  ${r.unit}`,
-    ),
+    ...result.results.map((r) => {
+      const digits = r.unit === 'MiB/s' ? 2 : 1;
+      return `${r.metric.padEnd(width)}  ${r.p50.toFixed(digits).padStart(9)}  ${r.p90.toFixed(digits).padStart(9)}  ${r.unit}`;
+    }),
     ...result.notes.map((note) => `note: ${note}`),
   ];
   return lines.join('\n') + '\n';

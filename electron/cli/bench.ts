@@ -103,7 +103,7 @@ Options:
   --episodes N    ui: episodes in the list (default 1000)
   --snapshots N   ui: snapshots in the fork tree (default 5000)
   --lines N       ui, console: lines of 64 bytes the flooding guest prints per run (default 100000;
-                  a 25th of them through COM1)
+                  a 25th of them, 200 to 1,000, through COM1)
   --chromium F    ui: the Chromium to drive (default $SMOL_CHROMIUM or ${DEFAULT_CHROMIUM})
   --linux         restore: the Linux guest against QEMU (takes the boot benchmark's options)
   --json          print the results as JSON
