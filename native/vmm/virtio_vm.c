@@ -331,13 +331,14 @@ static int rng_setup(struct vm *vm, void **state, struct vm_error *err)
 	return 0;
 }
 
-static int rng_save(struct vm *vm, void *state, struct snap_writer *w)
+/* Devices whose section is the transport alone: virtio-rng and virtio-console. */
+static int transport_save(struct vm *vm, void *state, struct snap_writer *w)
 {
 	(void)vm;
 	return vdev_save_common(state, w);
 }
 
-static int rng_load(struct vm *vm, void *state, const uint8_t *data, size_t len, struct vm_error *err)
+static int transport_load(struct vm *vm, void *state, const uint8_t *data, size_t len, struct vm_error *err)
 {
 	long at = vdev_load_head(state, data, len, err);
 
@@ -361,8 +362,8 @@ static struct device_type virtio_rng_device = {
 	.name = "virtio-rng",
 	.setup = rng_setup,
 	.teardown = vdev_teardown,
-	.save = rng_save,
-	.load = rng_load,
+	.save = transport_save,
+	.load = transport_load,
 	.clone = vdev_clone,
 	.quiesce = vdev_quiesce,
 	.resume = vdev_resume,
@@ -683,8 +684,8 @@ static struct device_type virtio_console_device = {
 	.name = "virtio-console",
 	.setup = console_setup,
 	.teardown = console_teardown,
-	.save = rng_save,	/* the transport alone: queued input is the console's, saved with the VM */
-	.load = rng_load,
+	.save = transport_save,	/* queued input is the console's, saved with the VM */
+	.load = transport_load,
 	.clone = vdev_clone,
 	.quiesce = vdev_quiesce,
 	.resume = vdev_resume,

@@ -5,31 +5,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { floodLine, floodLinesInOrder, LINE_BYTES } from '../../electron/bench/console.js';
 import { Vm } from '../../electron/vmm/vm.js';
 import { guestPath, startGuest, watchConsole } from './guests.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'smol-hvc-test-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const WIDTH = 64;
-
-/** The flood guest's line `n` (native/guests/flood.c): ten digits, a space, letters that depend on n, CR LF. */
-function floodLine(n: number): string {
-  let letters = '';
-  for (let i = 11; i < WIDTH - 2; i++) letters += String.fromCharCode(97 + ((n + i) % 26));
-  return `${String(n).padStart(10, '0')} ${letters}\r\n`;
-}
-
-/** The flood lines in `text` from line `from` on: how many are there whole and in order, up to the first wrong one. */
-function linesInOrder(text: string, from: number): number {
-  let at = 0;
-  let n = from;
-  while (text.startsWith(floodLine(n), at)) {
-    at += WIDTH;
-    n++;
-  }
-  return n - from;
-}
 
 async function startFlood(lines: number, consoleBufferBytes: number) {
   const vm = await Vm.create({
@@ -53,8 +35,8 @@ describe('the virtio-console', () => {
     const text = await guest.waitFor(/flood: done 20000\r\n/, 300_000);
     const start = text.indexOf(floodLine(1));
     expect(start).toBeGreaterThan(0);
-    expect(linesInOrder(text.slice(start), 1)).toBe(20_000);
-    expect(text.slice(start + 20_000 * WIDTH)).toBe('flood: done 20000\r\n');
+    expect(floodLinesInOrder(text, 20_000)).toBe(20_000);
+    expect(text.slice(start + 20_000 * LINE_BYTES)).toBe('flood: done 20000\r\n');
     await guest.vm.kill();
   });
 
@@ -72,9 +54,8 @@ describe('the virtio-console', () => {
     vm.start();
     await restored.waitFor(/flood: done 30000\r\n/, 300_000);
     const text = before + restored.output();
-    const start = text.indexOf(floodLine(1));
-    expect(linesInOrder(text.slice(start), 1)).toBe(30_000);
-    expect(restored.output().length).toBeGreaterThan(1000 * WIDTH); // most of the flood came from the restored VM
+    expect(floodLinesInOrder(text, 30_000)).toBe(30_000);
+    expect(restored.output().length).toBeGreaterThan(1000 * LINE_BYTES); // most of the flood came from the restored VM
     await vm.kill();
   });
 
