@@ -12,7 +12,13 @@ export default defineConfig({
         test: {
           name: 'unit',
           // Renderer tests that need a DOM say so in their first line (`// @vitest-environment happy-dom`).
-          include: ['electron/**/*.test.ts', 'scripts/**/*.test.ts', 'renderer/**/*.test.{ts,tsx}'],
+          include: [
+            'electron/**/*.test.ts',
+            'src/**/*.test.ts',
+            'sdk/**/*.test.ts',
+            'scripts/**/*.test.ts',
+            'renderer/**/*.test.{ts,tsx}',
+          ],
           environment: 'node',
         },
       },

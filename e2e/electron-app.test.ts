@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { _electron, type ElectronApplication, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findElectronBinary } from '../electron/main/electron-binary.js';
+import { findElectronBinary } from '../src/doctor/electron-binary.js';
 import { root } from './ui-engine.js';
 
 const found = findElectronBinary(root);

@@ -6,7 +6,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Episode, Snapshot } from '../electron/api/schema.js';
+import type { Episode, Snapshot } from '../src/api/schema.js';
 import { root, startUiEngine, type UiEngine } from './ui-engine.js';
 
 const shots = path.join(root, 'test-results', 'e2e');

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const built = path.join(root, 'dist', 'electron', 'main', 'electron-binary.js');
+const built = path.join(root, 'dist', 'src', 'doctor', 'electron-binary.js');
 if (!existsSync(built) || !existsSync(path.join(root, 'dist', 'renderer', 'index.html'))) {
   process.stderr.write('smol: the app is not built: run npm run build first\n');
   process.exit(1);

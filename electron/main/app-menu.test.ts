@@ -1,6 +1,6 @@
 import type { MenuItemConstructorOptions } from 'electron';
 import { describe, expect, it } from 'vitest';
-import type { Episode, Vm } from '../api/schema.js';
+import type { Episode, Vm } from '../../src/api/schema.js';
 import { appMenuTemplate, shouldNotify, trayMenuTemplate, trayTooltip, type MenuCommand } from './app-menu.js';
 
 function items(template: MenuItemConstructorOptions[]): MenuItemConstructorOptions[] {

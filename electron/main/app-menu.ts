@@ -3,7 +3,7 @@
 // (renderer/src/commands.ts), so the menu, the palette and the keyboard always do the same thing.
 // Accelerators use Ctrl+Shift: plain Ctrl keys belong to the guest's console.
 import type { MenuItemConstructorOptions } from 'electron';
-import type { Episode } from '../api/schema.js';
+import type { Episode } from '../../src/api/schema.js';
 
 /** Commands the menu sends: ids of renderer/src/commands.ts, plus `palette` and `search`. */
 export const MENU_COMMANDS = ['new', 'checkpoint', 'fork', 'restore', 'back', 'palette', 'search'] as const;

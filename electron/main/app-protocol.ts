@@ -1,7 +1,7 @@
 // The smol-app:// protocol: the built renderer (dist/renderer) served like https, with the app's CSP. The path
 // checks are web mode's (resolveStatic: no `..`, backslash or NUL, no symbolic link out of the root); this adds
 // the scheme, host and method checks. Pure apart from reading the file system, so it is tested without Electron.
-import { resolveStatic, StaticFailure } from '../engine/static-files.js';
+import { resolveStatic, StaticFailure } from '../../src/engine/static-files.js';
 import { APP_CONTENT_SECURITY_POLICY, APP_HOST, APP_SCHEME } from './app-security.js';
 
 export type AppResponse =

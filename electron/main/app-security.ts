@@ -11,7 +11,7 @@ export const APP_ORIGIN = `${APP_SCHEME}://${APP_HOST}`;
 export const APP_ENTRY = `${APP_ORIGIN}/index.html`;
 
 /**
- * Stricter than web mode's (electron/engine/static-files.ts): the page talks to the engine only through the
+ * Stricter than web mode's (src/engine/static-files.ts): the page talks to the engine only through the
  * preload bridge, so it may connect nowhere at all. Scripts only from the app, nothing inline; inline styles are
  * allowed because xterm.js and React Flow set them at run time; no frames, forms, plugins or base URL.
  */

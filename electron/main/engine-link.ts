@@ -5,9 +5,9 @@ import { appendFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MessageChannelMain, utilityProcess, type UtilityProcess } from 'electron';
-import { ApiClient } from '../api/api-client.js';
-import { enginePaths } from '../engine/engine-paths.js';
-import { VMHOST_MAIN } from '../engine/vmhost-launcher.js';
+import { ApiClient } from '../../src/api/api-client.js';
+import { enginePaths } from '../../src/engine/engine-paths.js';
+import { VMHOST_MAIN } from '../../src/engine/vmhost-launcher.js';
 import type { EngineToMain } from './engine-host-protocol.js';
 
 const ENGINE_UTILITY = path.join(path.dirname(fileURLToPath(import.meta.url)), 'engine-utility.js');

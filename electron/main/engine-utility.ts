@@ -2,8 +2,8 @@
 // "Processes"): the same runEngine as `smol engine`, with vmhosts launched through the main process.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { runEngine } from '../engine/engine-process.js';
-import { packageRoot } from '../package-root.js';
+import { runEngine } from '../../src/engine/engine-process.js';
+import { packageRoot } from '../../src/package-root.js';
 import { utilityVmHostLauncher, type EngineParentPort } from './utility-vmhost.js';
 
 const parentPort = (process as { parentPort?: EngineParentPort }).parentPort;

@@ -2,8 +2,8 @@
 // the app's top frame, the payload fits its schema) and then translated into one call on the engine's API over
 // its Unix socket. Nothing here depends on Electron: main.ts hands in the sender frame and a way to push messages
 // back, so the unit tests drive it with a real engine.
-import { API_PREFIX, EngineEvent } from '../api/schema.js';
-import { ApiClientError, type ApiClient } from '../api/api-client.js';
+import { API_PREFIX, EngineEvent } from '../../src/api/schema.js';
+import { ApiClientError, type ApiClient } from '../../src/api/api-client.js';
 import { checkIpc, CHANNELS, PUSH_CHANNELS, type Channel, type SenderFrame } from './ipc-contract.js';
 import { externalUrl } from './app-security.js';
 

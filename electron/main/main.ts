@@ -18,10 +18,10 @@ import {
   shell,
   Tray,
 } from 'electron';
-import type { Episode } from '../api/schema.js';
-import { enginePaths } from '../engine/engine-paths.js';
-import { packageRoot } from '../package-root.js';
-import { smolHomeDir } from '../smol-dirs.js';
+import type { Episode } from '../../src/api/schema.js';
+import { enginePaths } from '../../src/engine/engine-paths.js';
+import { packageRoot } from '../../src/package-root.js';
+import { smolHomeDir } from '../../src/smol-dirs.js';
 import { appMenuTemplate, shouldNotify, trayMenuTemplate, trayTooltip, type MenuCommand } from './app-menu.js';
 import { resolveAppRequest } from './app-protocol.js';
 import { APP_ENTRY, APP_SCHEME, appWindowOptions, externalUrl, isAppNavigation } from './app-security.js';

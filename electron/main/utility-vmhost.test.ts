@@ -3,8 +3,8 @@
 // joined to each other stands in for MessageChannelMain.
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { portChannel, type PortLike } from '../engine/vmhost-parent.js';
-import type { HostMessageIn, HostMessageOut } from '../engine/vmhost-protocol.js';
+import { portChannel, type PortLike } from '../../src/engine/vmhost-parent.js';
+import type { HostMessageIn, HostMessageOut } from '../../src/engine/vmhost-protocol.js';
 import type { EngineToMain } from './engine-host-protocol.js';
 import { utilityVmHostLauncher, type EngineParentPort } from './utility-vmhost.js';
 

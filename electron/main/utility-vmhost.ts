@@ -1,10 +1,10 @@
-// The vmhost launcher of an engine that runs inside the app as a utilityProcess (electron/engine/vmhost-launcher.ts
+// The vmhost launcher of an engine that runs inside the app as a utilityProcess (src/engine/vmhost-launcher.ts
 // is the seam it plugs into). The vmhost is started by the main process on request; from then on the engine and
 // the vmhost talk through a MessagePort, and this object looks to vmhost.ts like the Node child it expects.
 import { EventEmitter } from 'node:events';
-import type { VmHostLauncher, VmHostProcess } from '../engine/vmhost-launcher.js';
-import type { PortLike } from '../engine/vmhost-parent.js';
-import type { HostMessageIn } from '../engine/vmhost-protocol.js';
+import type { VmHostLauncher, VmHostProcess } from '../../src/engine/vmhost-launcher.js';
+import type { PortLike } from '../../src/engine/vmhost-parent.js';
+import type { HostMessageIn } from '../../src/engine/vmhost-protocol.js';
 import type { EngineToMain, MainToEngine } from './engine-host-protocol.js';
 
 /** The structural part of Electron's process.parentPort used here. */

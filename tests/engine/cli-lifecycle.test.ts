@@ -1,8 +1,8 @@
 // Tier 2, end to end: the engine's whole episode lifecycle through the real `smol` CLI, with tiny guests in real VMs
 // (docs/engine.md). The engine is started by the first command, as it is for a user.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Episode, Snapshot, Vm } from '../../electron/api/schema.js';
-import type { Smol } from '../../electron/sdk/smol.js';
+import type { Episode, Snapshot, Vm } from '../../src/api/schema.js';
+import type { Smol } from '../../sdk/typescript/smol.js';
 import { EngineHome, eventually } from './engine-home.js';
 
 // Each `smol` run costs seconds inside the KVM lab (Node under emulation), so the commands under test run through

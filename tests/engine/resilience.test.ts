@@ -4,7 +4,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Episode, Vm } from '../../electron/api/schema.js';
+import type { Episode, Vm } from '../../src/api/schema.js';
 import { EngineHome, eventually, sleep } from './engine-home.js';
 
 // Each test's engine and VMs go with it: a busy guest left running would slow the next test's engine start

@@ -1,10 +1,10 @@
-// Tier 2, end to end: what an agent harness does through the SDK (electron/sdk/smol.ts), with the echo guest in
+// Tier 2, end to end: what an agent harness does through the SDK (sdk/typescript/smol.ts), with the echo guest in
 // real VMs: consoles, forks that diverge, restore, reset, events seen by a second client, and the API's answers to
 // bad requests, all against a real engine.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApiClient, ApiClientError } from '../../electron/api/api-client.js';
-import type { EngineEvent } from '../../electron/api/schema.js';
-import type { Smol } from '../../electron/sdk/smol.js';
+import { ApiClient, ApiClientError } from '../../src/api/api-client.js';
+import type { EngineEvent } from '../../src/api/schema.js';
+import type { Smol } from '../../sdk/typescript/smol.js';
 import { EngineHome, eventually } from './engine-home.js';
 
 const home = new EngineHome();

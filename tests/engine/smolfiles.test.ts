@@ -3,7 +3,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Smol } from '../../electron/sdk/smol.js';
+import type { Smol } from '../../sdk/typescript/smol.js';
 import { EngineHome, eventually, root } from './engine-home.js';
 
 const dir = path.join(root, 'smolfiles');

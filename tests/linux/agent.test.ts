@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Smol } from '../../electron/sdk/smol.js';
+import type { Smol } from '../../sdk/typescript/smol.js';
 import { EngineHome, root } from '../engine/engine-home.js';
 
 const home = new EngineHome();

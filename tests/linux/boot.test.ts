@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GUEST_CMDLINE } from '../../electron/guest/guest-assets.js';
+import { GUEST_CMDLINE } from '../../src/guest-build/guest-assets.js';
 import { bootLinux, builtGuest, type LinuxGuest } from './linux-guest.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');

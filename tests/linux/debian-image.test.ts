@@ -5,11 +5,11 @@
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { AgentClient } from '../../electron/agent/agent-client.js';
-import { locateDebianImage } from '../../electron/guest/debian-image.js';
-import { GUEST_CMDLINE, GUEST_ROOT_CMDLINE } from '../../electron/guest/guest-assets.js';
-import { packageRoot } from '../../electron/package-root.js';
-import { formatProblem, loadSmolfile } from '../../electron/smolfile/smolfile.js';
+import { AgentClient } from '../../src/agent-client/agent-client.js';
+import { locateDebianImage } from '../../src/guest-build/debian-image.js';
+import { GUEST_CMDLINE, GUEST_ROOT_CMDLINE } from '../../src/guest-build/guest-assets.js';
+import { packageRoot } from '../../src/package-root.js';
+import { formatProblem, loadSmolfile } from '../../src/smolfile/smolfile.js';
 import { EngineHome } from '../engine/engine-home.js';
 import { bootLinux, linuxWorkspace } from './linux-guest.js';
 

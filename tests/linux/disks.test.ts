@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Vm } from '../../electron/vmm/vm.js';
+import { Vm } from '../../src/vmm/vm.js';
 import { attachLinux, bootLinux, type LinuxGuest } from './linux-guest.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'smol-linux-disks-'));

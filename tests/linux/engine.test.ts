@@ -3,7 +3,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Smol } from '../../electron/sdk/smol.js';
+import type { Smol } from '../../sdk/typescript/smol.js';
 import { consoleRun, EngineHome, root } from '../engine/engine-home.js';
 
 const home = new EngineHome();

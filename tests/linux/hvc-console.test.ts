@@ -2,7 +2,7 @@
 // shell runs on /dev/hvc0 with job control, and a burst of output arrives whole and in order through the engine.
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Smol } from '../../electron/sdk/smol.js';
+import type { Smol } from '../../sdk/typescript/smol.js';
 import { consoleRun, EngineHome, root } from '../engine/engine-home.js';
 
 const home = new EngineHome();

@@ -4,9 +4,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll } from 'vitest';
-import type { AgentClient } from '../../electron/agent/agent-client.js';
-import { findGuestAssets, GUEST_CMDLINE, GUEST_ROOT_CMDLINE } from '../../electron/guest/guest-assets.js';
-import { Vm, type VmExit, type VmOptions } from '../../electron/vmm/vm.js';
+import type { AgentClient } from '../../src/agent-client/agent-client.js';
+import { findGuestAssets, GUEST_CMDLINE, GUEST_ROOT_CMDLINE } from '../../src/guest-build/guest-assets.js';
+import { Vm, type VmExit, type VmOptions } from '../../src/vmm/vm.js';
 import { watchConsole, type RunningGuest } from '../vmm/guests.js';
 
 /** The built guest; fails with what to run when it is missing (npm test builds it before this part). */

@@ -24,8 +24,8 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { findGuestAssets, GUEST_CMDLINE } from '../../dist/electron/guest/guest-assets.js';
-import { Vm } from '../../dist/electron/vmm/vm.js';
+import { findGuestAssets, GUEST_CMDLINE } from '../../dist/src/guest-build/guest-assets.js';
+import { Vm } from '../../dist/src/vmm/vm.js';
 
 const log = (m) => writeSync(2, `${(performance.now() / 1000).toFixed(3)} ${m}\n`);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));

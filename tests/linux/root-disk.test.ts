@@ -7,9 +7,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chainDepth } from '../../electron/engine/disk-layers.js';
-import type { Snapshot } from '../../electron/api/schema.js';
-import type { Smol } from '../../electron/sdk/smol.js';
+import { chainDepth } from '../../src/engine/disk-layers.js';
+import type { Snapshot } from '../../src/api/schema.js';
+import type { Smol } from '../../sdk/typescript/smol.js';
 import { EngineHome, eventually, root } from '../engine/engine-home.js';
 
 // Disk chains are flattened from 4 layers on here (16 by default), so every test below runs over flattened layers.

@@ -5,9 +5,9 @@
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AgentClient } from '../../electron/agent/agent-client.js';
-import { GUEST_ROOT_CMDLINE } from '../../electron/guest/guest-assets.js';
-import { ROOTFS_SIZE_BYTES } from '../../electron/guest/rootfs-build.js';
+import { AgentClient } from '../../src/agent-client/agent-client.js';
+import { GUEST_ROOT_CMDLINE } from '../../src/guest-build/guest-assets.js';
+import { ROOTFS_SIZE_BYTES } from '../../src/guest-build/rootfs-build.js';
 import { bootRootDisk, linuxWorkspace } from './linux-guest.js';
 
 const { work, vms, clients } = linuxWorkspace('smol-linux-rootfs-');

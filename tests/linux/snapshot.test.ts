@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Vm, type CheckpointInfo } from '../../electron/vmm/vm.js';
+import { Vm, type CheckpointInfo } from '../../src/vmm/vm.js';
 import { debugDump, enableDebugDump, labFaultDiagnosis } from '../vmm/debug-dump.js';
 import { attachLinux, bootLinux, type LinuxGuest } from './linux-guest.js';
 

@@ -4,8 +4,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AgentClient } from '../../electron/agent/agent-client.js';
-import { Vm } from '../../electron/vmm/vm.js';
+import { AgentClient } from '../../src/agent-client/agent-client.js';
+import { Vm } from '../../src/vmm/vm.js';
 import { attachLinux, bootLinux, linuxWorkspace } from './linux-guest.js';
 
 const { work, vms, clients } = linuxWorkspace('smol-vsock-');

@@ -1,6 +1,6 @@
 // Tier 2: the tiny guests booted through the binding on a real /dev/kvm (docs/vmm.md has the contract they test).
 import { describe, expect, it } from 'vitest';
-import { loadNative } from '../../electron/vmm/native.js';
+import { loadNative } from '../../src/vmm/native.js';
 import { runGuest, startGuest } from './guests.js';
 
 describe('booting a tiny guest', () => {

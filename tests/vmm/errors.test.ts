@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { Vm } from '../../electron/vmm/vm.js';
+import { Vm } from '../../src/vmm/vm.js';
 import { guestPath } from './guests.js';
 
 const run = promisify(execFile);

@@ -2,7 +2,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Vm, type VmExit, type VmOptions } from '../../electron/vmm/vm.js';
+import { Vm, type VmExit, type VmOptions } from '../../src/vmm/vm.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 

@@ -14,7 +14,7 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Vm } from '../../electron/vmm/vm.js';
+import { Vm } from '../../src/vmm/vm.js';
 import { startGuest, watchConsole, type RunningGuest } from './guests.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -5,8 +5,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { floodLine, floodLinesInOrder, LINE_BYTES } from '../../electron/bench/console.js';
-import { Vm } from '../../electron/vmm/vm.js';
+import { floodLine, floodLinesInOrder, LINE_BYTES } from '../../src/bench/console.js';
+import { Vm } from '../../src/vmm/vm.js';
 import { guestPath, startGuest, watchConsole } from './guests.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'smol-hvc-test-'));

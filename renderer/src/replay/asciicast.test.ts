@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Snapshot } from '../../../electron/api/schema.js';
+import type { Snapshot } from '../../../src/api/schema.js';
 import { classifyMarker, markerOf, outputIndexAt, parseAsciicast, snapshotAt } from './asciicast.js';
 
 const cast = [

@@ -1,6 +1,6 @@
 // Reading a console recording (asciicast v2, docs/engine.md "Consoles"): a header line, then `[time, type, data]`
 // events: output "o", input "i", marker "m", resize "r". Markers name the snapshots the engine took.
-import type { Snapshot } from '../../../electron/api/schema.js';
+import type { Snapshot } from '../../../src/api/schema.js';
 
 export interface Recording {
   width: number;

@@ -1,7 +1,7 @@
 // The UI's one store (zustand): the engine's state (engine-state.ts, fed by the event stream and loads), the
 // connection, what the user selected, running operations, and toasts. Console bytes never come here (STYLE.md).
 import { createStore, type StoreApi } from 'zustand/vanilla';
-import type { EngineEvent, Episode, Snapshot } from '../../../electron/api/schema.js';
+import type { EngineEvent, Episode, Snapshot } from '../../../src/api/schema.js';
 import type { StreamState, Transport } from '../transport/transport.js';
 import type { MetricsStore } from './metrics.js';
 import { applyEvent, emptyEngineState, loadEpisodes, loadSnapshots, type EngineState } from './engine-state.js';

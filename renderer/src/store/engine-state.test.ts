@@ -1,6 +1,6 @@
 // The UI store as a projection of the engine's event stream: events in, state out.
 import { describe, expect, it } from 'vitest';
-import type { EngineEvent, Episode, Snapshot, Vm } from '../../../electron/api/schema.js';
+import type { EngineEvent, Episode, Snapshot, Vm } from '../../../src/api/schema.js';
 import { applyEvents, connectStore, createAppStore } from './app-store.js';
 import {
   applyEvent,

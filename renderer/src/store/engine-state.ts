@@ -1,6 +1,6 @@
 // The engine's state as the UI holds it: a projection of the event stream (ARCHITECTURE.md, "Events, not polling"),
 // normalized by id (STYLE.md). applyEvent is the one place events change it; a load replaces what it covers.
-import type { EngineEvent, Episode, Snapshot, Vm } from '../../../electron/api/schema.js';
+import type { EngineEvent, Episode, Snapshot, Vm } from '../../../src/api/schema.js';
 
 /** An episode without its VMs (they live in `vms`, listed by `vmIds`). */
 export type EpisodeRow = Omit<Episode, 'vms'> & { vmIds: string[] };

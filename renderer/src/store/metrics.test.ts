@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { MetricSample } from '../../../electron/api/schema.js';
+import type { MetricSample } from '../../../src/api/schema.js';
 import { KEPT, MetricsStore, summed } from './metrics.js';
 
 const sample = (seconds: number, cpuPercent: number, residentMiB: number): MetricSample => ({

@@ -1,6 +1,6 @@
 // CPU and memory samples per VM, for the sparklines: kept apart from the app store (a tick every 2 s per VM must
 // not re-render React), capped like the engine's own history, and read by canvases that redraw themselves.
-import type { MetricSample, MetricsHistory } from '../../../electron/api/schema.js';
+import type { MetricSample, MetricsHistory } from '../../../src/api/schema.js';
 import type { Transport } from '../transport/transport.js';
 
 /** As many as the engine keeps (five minutes at its 2 s interval). */

@@ -1,13 +1,7 @@
 // What the user's actions do: each calls the engine through the Transport and shows its progress and failure
 // where it happened (busy/failures by key) and in a toast. The engine's events then bring the new state; nothing
 // here guesses it, except hiding what waits to be deleted (so undo can bring it back).
-import type {
-  CreateEpisodeResponse,
-  ForkResponse,
-  RestoreResponse,
-  Snapshot,
-  Vm,
-} from '../../../electron/api/schema.js';
+import type { CreateEpisodeResponse, ForkResponse, RestoreResponse, Snapshot, Vm } from '../../../src/api/schema.js';
 import type { Transport } from '../transport/transport.js';
 import { dismissToast, toast, type AppStore } from './app-store.js';
 

@@ -1,6 +1,6 @@
 // The Transport inside the desktop app: the preload bridge (`window.smolBridge`, electron/preload/preload.cts),
 // which main checks and forwards to the engine (docs/electron.md, "IPC"). Same contract as web-transport.ts.
-import { EngineEvent } from '../../../electron/api/schema.js';
+import { EngineEvent } from '../../../src/api/schema.js';
 import type { ConsolePush, SmolBridge } from '../../../electron/preload/bridge-types.js';
 import {
   TransportError,

@@ -1,7 +1,7 @@
 // What the UI needs from the engine, whichever way it arrives: HTTP and WebSocket in web mode (web-transport.ts),
 // Electron IPC through the preload bridge later. Everything crossing it is plain data (JSON values, strings and
 // byte arrays), so a structured-clone bridge can carry it unchanged.
-import type { EngineEvent } from '../../../electron/api/schema.js';
+import type { EngineEvent } from '../../../src/api/schema.js';
 
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 

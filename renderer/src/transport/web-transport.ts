@@ -1,7 +1,7 @@
 // The Transport of web mode: the engine's HTTP API under /api/v1 and its WebSockets, on the origin that served the
 // page (`smol serve`), with the page's token (page-token.ts): a Bearer header on requests, `?token=` on WebSockets
 // (a browser cannot give those headers).
-import { API_PREFIX, EngineEvent } from '../../../electron/api/schema.js';
+import { API_PREFIX, EngineEvent } from '../../../src/api/schema.js';
 import {
   TransportError,
   type ConsoleHandlers,

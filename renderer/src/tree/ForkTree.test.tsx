@@ -4,7 +4,7 @@
 import { act } from 'react';
 import { createRoot, type Root } from 'react-dom/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Snapshot, Vm } from '../../../electron/api/schema.js';
+import type { Snapshot, Vm } from '../../../src/api/schema.js';
 import { AppContext } from '../app-context.js';
 import { applyEvents, createAppStore } from '../store/app-store.js';
 import { loadSnapshots } from '../store/engine-state.js';

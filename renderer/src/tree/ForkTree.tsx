@@ -15,7 +15,7 @@ import {
 } from '@xyflow/react';
 import { memo, useEffect, useMemo, useRef } from 'react';
 import { useShallow } from 'zustand/react/shallow';
-import type { Vm } from '../../../electron/api/schema.js';
+import type { Vm } from '../../../src/api/schema.js';
 import { useApp, useAppState } from '../app-context.js';
 import { formatTime } from '../format.js';
 import { snapshotsOf } from '../store/engine-state.js';

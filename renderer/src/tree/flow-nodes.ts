@@ -1,7 +1,7 @@
 // The fork tree's layout turned into what React Flow draws, outside React (STYLE.md): a node per shown snapshot or
 // collapsed chain at its grid place, with its size and handles given up front, and the viewport a tree opens at.
 import { Position, type Node, type NodeHandle, type Viewport } from '@xyflow/react';
-import type { Snapshot, Vm } from '../../../electron/api/schema.js';
+import type { Snapshot, Vm } from '../../../src/api/schema.js';
 import type { TreeLayout } from './tree-layout.js';
 
 export const NODE_W = 184;

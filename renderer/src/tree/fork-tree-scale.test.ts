@@ -4,7 +4,7 @@
 // (getNodesInside, as useVisibleNodeIds calls it), at the viewport the tree opens at (treeViewport) and panned.
 import { adoptUserNodes, getNodesInside, type InternalNodeBase, type NodeBase, type Transform } from '@xyflow/system';
 import { describe, expect, it } from 'vitest';
-import type { Snapshot, Vm } from '../../../electron/api/schema.js';
+import type { Snapshot, Vm } from '../../../src/api/schema.js';
 import { flowNodes, treeViewport, type ChainNode, type SnapshotNode } from './flow-nodes.js';
 import { layoutTree } from './tree-layout.js';
 

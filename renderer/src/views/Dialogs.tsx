@@ -2,7 +2,7 @@
 // restore (which says what happens and offers a named checkpoint first). Each shows its progress and failure in
 // place and closes when the engine answered.
 import { useEffect, useState } from 'react';
-import type { SmolfileExamples } from '../../../electron/api/schema.js';
+import type { SmolfileExamples } from '../../../src/api/schema.js';
 import { useApp, useAppState } from '../app-context.js';
 import type { Dialog } from '../store/app-store.js';
 import { Modal } from './Modal.js';

@@ -3,7 +3,7 @@
 import { act } from 'react';
 import { createRoot, type Root } from 'react-dom/client';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Episode, Vm } from '../../../electron/api/schema.js';
+import type { Episode, Vm } from '../../../src/api/schema.js';
 import { AppContext } from '../app-context.js';
 import { applyEvents, createAppStore, type AppStore } from '../store/app-store.js';
 import { MetricsStore } from '../store/metrics.js';

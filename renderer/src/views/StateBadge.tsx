@@ -1,4 +1,4 @@
-import type { EpisodeState, VmState } from '../../../electron/api/schema.js';
+import type { EpisodeState, VmState } from '../../../src/api/schema.js';
 
 /** A state as a coloured dot and its word (the colour is never the only cue). */
 export function StateBadge({ state }: { state: VmState | EpisodeState }) {

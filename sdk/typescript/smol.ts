@@ -1,0 +1,259 @@
+// The TypeScript SDK (README, "SDK"): what an agent harness uses to run episodes. A thin, typed layer over the API;
+// it starts the data dir's engine when none runs, so a script needs nothing else.
+import path from 'node:path';
+import type { ExecOptions } from '../../src/agent-client/agent-process.js';
+import type { ApiClient, ExecExit } from '../../src/api/api-client.js';
+import type {
+  CreateEpisodeResponse,
+  EngineEvent,
+  Episode,
+  ForkResponse,
+  GcResult,
+  Logs,
+  MemoryStats,
+  MetricsHistory,
+  RestoreResponse,
+  Screen,
+  Snapshot,
+  Vm,
+} from '../../src/api/schema.js';
+import { connectEngine, type ConnectOptions } from './engine-connection.js';
+
+export type { ConnectOptions } from './engine-connection.js';
+export type { EngineEvent, Episode, Snapshot, Vm } from '../../src/api/schema.js';
+export type { ExecExit } from '../../src/api/api-client.js';
+/** The agent's own exec options: env, cwd, stdin, timeoutMs, onStdout and onStderr. */
+export type { ExecOptions } from '../../src/agent-client/agent-process.js';
+
+const enc = encodeURIComponent;
+
+export interface ExecResult extends ExecExit {
+  /** What the command wrote, when no onStdout / onStderr callback was given (else empty). */
+  stdout: Buffer;
+  stderr: Buffer;
+}
+
+export class Smol {
+  private constructor(readonly api: ApiClient) {}
+
+  /** Connects to the engine of `options.home` (or `$SMOL_HOME`), starting it when none runs. */
+  static async connect(options: ConnectOptions = {}): Promise<Smol> {
+    return new Smol(await connectEngine(options));
+  }
+
+  /** A new episode from a Smolfile; its first VM is running when this resolves. */
+  up(smolfile: string, options: { name?: string } = {}): Promise<CreateEpisodeResponse> {
+    return this.api.request('POST', '/api/v1/episodes', { smolfile: path.resolve(smolfile), ...options });
+  }
+
+  async episodes(): Promise<Episode[]> {
+    return (await this.api.request<{ episodes: Episode[] }>('GET', '/api/v1/episodes')).episodes;
+  }
+
+  episode(ref: string): Promise<Episode> {
+    return this.api.request('GET', `/api/v1/episodes/${enc(ref)}`);
+  }
+
+  async vms(): Promise<Vm[]> {
+    return (await this.api.request<{ vms: Vm[] }>('GET', '/api/v1/vms')).vms;
+  }
+
+  vm(ref: string): Promise<Vm> {
+    return this.api.request('GET', `/api/v1/vms/${enc(ref)}`);
+  }
+
+  /** The episode's snapshots in creation order (the timeline); `parent` links make the tree. */
+  async snapshots(episodeRef: string): Promise<Snapshot[]> {
+    const path = `/api/v1/episodes/${enc(episodeRef)}/snapshots`;
+    return (await this.api.request<{ snapshots: Snapshot[] }>('GET', path)).snapshots;
+  }
+
+  snapshot(ref: string): Promise<Snapshot> {
+    return this.api.request('GET', `/api/v1/snapshots/${enc(ref)}`);
+  }
+
+  /** Renames a snapshot or changes its note. */
+  updateSnapshot(ref: string, changes: { name?: string; note?: string }): Promise<Snapshot> {
+    return this.api.request('PATCH', `/api/v1/snapshots/${enc(ref)}`, changes);
+  }
+
+  /** Deletes a snapshot; its memory layer stays while a later snapshot or a live VM needs it. */
+  async deleteSnapshot(ref: string): Promise<void> {
+    await this.api.request('DELETE', `/api/v1/snapshots/${enc(ref)}`);
+  }
+
+  checkpoint(vmRef: string, options: { name?: string; note?: string } = {}): Promise<Snapshot> {
+    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/checkpoint`, options);
+  }
+
+  /** `count` new VMs from a running VM (which keeps running) or from a snapshot. */
+  fork(
+    ref: string,
+    count = 1,
+    from: 'vm' | 'snapshot' = ref.startsWith('sn-') ? 'snapshot' : 'vm',
+  ): Promise<ForkResponse> {
+    const base = from === 'vm' ? 'vms' : 'snapshots';
+    return this.api.request('POST', `/api/v1/${base}/${enc(ref)}/fork`, { count });
+  }
+
+  /** Moves the VM to `snapshotRef`, checkpointing where it was first (`savedAs`). */
+  restore(vmRef: string, snapshotRef: string): Promise<RestoreResponse> {
+    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/restore`, { snapshot: snapshotRef });
+  }
+
+  /** A clean machine from the Smolfile's base snapshot. */
+  reset(vmRef: string): Promise<Vm> {
+    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/reset`);
+  }
+
+  stop(vmRef: string): Promise<Vm> {
+    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/stop`);
+  }
+
+  start(vmRef: string): Promise<Vm> {
+    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/start`);
+  }
+
+  pause(vmRef: string): Promise<Vm> {
+    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/pause`);
+  }
+
+  resume(vmRef: string): Promise<Vm> {
+    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/resume`);
+  }
+
+  /** Removes a VM (killing it); its snapshots stay with the episode. */
+  async removeVm(vmRef: string): Promise<void> {
+    await this.api.request('DELETE', `/api/v1/vms/${enc(vmRef)}?force=true`);
+  }
+
+  /** Kills every VM of the episode and deletes it with its snapshots. */
+  async destroy(episodeRef: string): Promise<void> {
+    await this.api.request('DELETE', `/api/v1/episodes/${enc(episodeRef)}?force=true`);
+  }
+
+  memory(vmRef: string): Promise<MemoryStats> {
+    return this.api.request('GET', `/api/v1/vms/${enc(vmRef)}/memory`);
+  }
+
+  /** The VM's CPU (% of one host CPU) and memory over the last few minutes, oldest first. */
+  metrics(vmRef: string): Promise<MetricsHistory> {
+    return this.api.request('GET', `/api/v1/vms/${enc(vmRef)}/metrics`);
+  }
+
+  /**
+   * Runs a command in the VM's guest through its agent (no shell: `['sh', '-c', '…']` for one) and resolves when
+   * it ended, with its exit status and output. A program that cannot be started rejects, saying why.
+   */
+  async exec(vmRef: string, argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
+    const stdout: Buffer[] = [];
+    const stderr: Buffer[] = [];
+    const { stdin, onStdout, onStderr, ...request } = options;
+    const input = typeof stdin === 'string' || stdin instanceof Uint8Array ? [Buffer.from(stdin)] : stdin;
+    const exit = await this.api.exec(
+      vmRef,
+      { argv, ...request },
+      {
+        onStdout: onStdout ?? ((chunk) => stdout.push(chunk)),
+        onStderr: onStderr ?? ((chunk) => stderr.push(chunk)),
+        ...(input && {
+          stdin: (async function* () {
+            yield* input;
+          })(),
+        }),
+      },
+    ).exit;
+    return { ...exit, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
+  }
+
+  /** A file from the VM's guest. */
+  async readFile(vmRef: string, path: string): Promise<Buffer> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of await this.api.openFile(vmRef, path)) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks);
+  }
+
+  /** Writes a file in the VM's guest (its directories made); the old file stays until all of it arrived. */
+  writeFile(
+    vmRef: string,
+    path: string,
+    data: string | Uint8Array | AsyncIterable<Uint8Array>,
+    options: { mode?: number } = {},
+  ): Promise<{ bytes: number }> {
+    return this.api.writeFile(vmRef, path, typeof data === 'string' ? Buffer.from(data) : data, options);
+  }
+
+  /** Types `text` into the VM's console. */
+  async write(vmRef: string, text: string): Promise<void> {
+    await this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/console`, { data: text });
+  }
+
+  logs(vmRef: string, tail?: number): Promise<Logs> {
+    return this.api.request('GET', `/api/v1/vms/${enc(vmRef)}/logs${tail ? `?tail=${tail}` : ''}`);
+  }
+
+  screen(vmRef: string): Promise<Screen> {
+    return this.api.request('GET', `/api/v1/vms/${enc(vmRef)}/screen`);
+  }
+
+  gc(): Promise<GcResult> {
+    return this.api.request('POST', '/api/v1/gc');
+  }
+
+  /** Live console: the current screen first, then output as it comes; `write` types into it. */
+  console(
+    vmRef: string,
+    handlers: {
+      onScreen?: (serialized: string) => void;
+      onData: (data: Buffer) => void;
+      onClose?: (why: string) => void;
+    },
+  ): { write: (data: string | Buffer) => void; close: () => void } {
+    return this.api.console(vmRef, handlers);
+  }
+
+  /** Every engine event from now on. */
+  events(onEvent: (event: EngineEvent) => void): { close: () => void } {
+    return this.api.events(onEvent);
+  }
+
+  /**
+   * Resolves once the VM's console output (from the moment of the call, plus its current screen) matches
+   * `pattern`; rejects after `timeoutMs`.
+   */
+  waitForOutput(vmRef: string, pattern: RegExp, timeoutMs = 30_000): Promise<RegExpExecArray> {
+    return new Promise((resolve, reject) => {
+      let text = '';
+      const check = () => {
+        const match = pattern.exec(text);
+        if (!match) return;
+        finish();
+        resolve(match);
+      };
+      const timer = setTimeout(() => {
+        finish();
+        reject(
+          new Error(`${vmRef} did not print ${pattern} within ${timeoutMs / 1000} s; it printed: ${text.slice(-300)}`),
+        );
+      }, timeoutMs);
+      const stream = this.console(vmRef, {
+        onScreen: (serialized) => {
+          text += serialized;
+          check();
+        },
+        onData: (data) => {
+          text += data.toString('utf8');
+          check();
+        },
+        onClose: (why) => {
+          finish();
+          reject(new Error(`${vmRef}'s console closed (${why}) before it printed ${pattern}`));
+        },
+      });
+      const finish = () => {
+        clearTimeout(timer);
+        stream.close();
+      };
+    });
+  }
+}

@@ -1,0 +1,376 @@
+// `smol bench <name>`: performance figures, printed as medians and p90 (never pass/fail).
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { benchBoot, type BootBenchResult } from '../bench/boot.js';
+import { benchConsole, formatConsoleBenchResult } from '../bench/console.js';
+import { benchExec, benchFiles } from '../bench/agent.js';
+import { benchDisk, formatDiskBenchResult, type DiskBenchResult } from '../bench/disk.js';
+import { benchReset } from '../bench/reset.js';
+import { benchRestoreLinux } from '../bench/restore-linux.js';
+import { benchSnapshot, type SnapshotBenchResult, type TinySnapshotBench } from '../bench/snapshot.js';
+import { benchUi, formatUiBenchResult, type UiBenchResult } from '../bench/ui.js';
+import { benchVmCreate, type BenchResult } from '../bench/vm-create.js';
+import { findGuestAssets, GUEST_CMDLINE } from '../guest-build/guest-assets.js';
+import { packageRoot } from '../package-root.js';
+import { tinyGuestDir } from '../smol-dirs.js';
+import { VM_LIMITS } from '../vmm/vm-options.js';
+import { parseFlags, parseIntegerFlag } from './args.js';
+import { CommandError, UsageError } from './errors.js';
+
+export const BENCHMARKS = [
+  'vm-create',
+  'boot',
+  'snapshot',
+  'restore',
+  'fork',
+  'fanout',
+  'reset',
+  'exec',
+  'files',
+  'ui',
+  'console',
+  'disk',
+] as const;
+const SNAPSHOT_BENCHMARKS = ['snapshot', 'restore', 'fork', 'fanout'] as const;
+/** Guest RAM sizes the snapshot benchmarks measure unless --memory names one. */
+export const SNAPSHOT_MEMORY_MIB = [256, 2048];
+export const DEFAULT_BENCH_GUEST = path.join(tinyGuestDir, 'hello.elf');
+export const DEFAULT_QEMU = 'qemu-system-x86_64';
+export const DEFAULT_CHROMIUM = '/usr/bin/chromium';
+
+export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--kernel FILE]
+       smol bench boot [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
+                       [--cmdline STR] [--qemu FILE]
+       smol bench snapshot|restore|fork [--json] [--runs N] [--memory MiB]
+       smol bench restore --linux [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
+                       [--cmdline STR] [--qemu FILE]
+       smol bench fanout [--json] [--runs N] [--memory MiB] [--forks N]
+       smol bench reset [--json] [--runs N] [-f SMOLFILE]
+       smol bench exec|files [--json] [--runs N] [-f SMOLFILE]
+       smol bench ui [--json] [--runs N] [--episodes N] [--snapshots N] [--lines N] [--chromium FILE]
+       smol bench console [--json] [--runs N] [--lines N]
+       smol bench disk [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
+                       [--cmdline STR] [--qemu FILE]
+
+Benchmarks:
+  vm-create   create → first serial byte of a printing tiny guest, and a create+kill cycle
+  boot        the Linux guest from creating the VM to the "smol-guest: ready" line of its init,
+              our VMM against QEMU microvm (same kernel, initramfs, command line, memory and
+              vCPUs), runs interleaved; prints both and the ratio ours/QEMU
+  snapshot    checkpoint pause and write of the dirty guest: the first (full) checkpoint of a fresh
+              VM, and repeated (diff) checkpoints with 10 MiB written by the guest in between
+  restore     Vm.restore of an idle echo guest's snapshot until the restored guest echoes a byte;
+              with --linux: the built Linux guest, booted and idle at its shell, restored until the
+              shell answers a command, against QEMU microvm's restore (migrate to a file, -incoming),
+              runs interleaved
+  fork        fork(1) of an idle echo guest until the child echoes a byte
+  fanout      fork(N) of an idle echo guest until all N run and until all N echoed a byte, and host
+              memory per idle fork (MemAvailable before and 1 s after, and the forks' private pages)
+  reset       through a real engine: reset of an episode's VM until it runs again (its Smolfile's base
+              snapshot restored), until its console answers and (Linux) until its agent runs a command,
+              and the API's round trip
+  exec        through a real engine and the guest agent: a command's round trip, one with 64 KiB of
+              output, and a fork until its child's agent runs a command (needs the Linux guest)
+  files       through a real engine and the guest agent: 16 MiB written into the guest and read
+              back, checked each run, with the MiB/s (needs the Linux guest)
+  ui          the built UI in Chromium (Playwright) against a real engine seeded through its own
+              store: first paint and the drawn 1,000-episode list, opening and panning (fps) a
+              5,000-snapshot fork tree, and console bytes per second from a flooding VM with every
+              line checked in the page, plus each stage of that path alone (VMM, engine, page)
+  console     the console path without a browser, so it runs in the KVM lab too: the flood guest's
+              lines through the VMM's virtio-console and (for comparison) COM1, and through a real
+              engine's console WebSocket, every line checked, in MiB/s
+  disk        the Linux guest's /dev/vda, timed inside the guest with O_DIRECT dd: sequential write
+              and read MiB/s, random 4 KiB read and write IOPS; our virtio-blk (a fresh layer over a
+              256 MiB raw base) against QEMU microvm's (the same base, snapshot=on), a fresh VM of
+              each per run, interleaved; prints both medians and the ratio ours/QEMU (takes the boot
+              benchmark's options)
+
+Options:
+  --runs N        measured runs per metric, 1 to 10000 (default 20 for vm-create, snapshot, restore
+                  and fork, 10 for boot, 5 for fanout and disk; warm-up runs are not counted)
+  --kernel FILE   vm-create: a guest that prints to COM1 (default ${path.relative(process.cwd(), DEFAULT_BENCH_GUEST)});
+                  boot: a vmlinux with a PVH note (default: the one \`smol guest build\` built)
+  --initrd FILE   boot: the initramfs (default: the built base initramfs)
+  --cmdline STR   boot: kernel command line (default "${GUEST_CMDLINE}")
+  --cpus N        boot: vCPUs (default ${VM_LIMITS.cpus.default})
+  --memory MiB    boot: guest RAM (default ${VM_LIMITS.memoryMiB.default}); snapshot, restore, fork, fanout:
+                  one size instead of both ${SNAPSHOT_MEMORY_MIB.join(' and ')}
+  --forks N       fanout: children in one fork call, 1 to 1024 (default 64)
+  -f, --file F    reset, exec, files: the Smolfile (default smolfiles/shell.smolfile when the Linux guest is built,
+                  else smolfiles/echo.smolfile, a bare kernel that has no base snapshot)
+  --qemu FILE     boot: QEMU to compare with (default ${DEFAULT_QEMU} on PATH)
+  --episodes N    ui: episodes in the list (default 1000)
+  --snapshots N   ui: snapshots in the fork tree (default 5000)
+  --lines N       ui, console: lines of 64 bytes the flooding guest prints per run (default 100000;
+                  a 25th of them, 200 to 1,000, through COM1)
+  --chromium F    ui: the Chromium to drive (default $SMOL_CHROMIUM or ${DEFAULT_CHROMIUM})
+  --linux         restore: the Linux guest against QEMU (takes the boot benchmark's options)
+  --json          print the results as JSON
+  -h, --help      show this help
+
+Prints the median (p50) and p90 of each metric. Absolute times mean something only on hardware
+KVM; under PVM or in the lab compare ratios. Exit status: 0 done, 1 the benchmark failed, 2 usage error.
+`;
+
+/** A Linux guest, ours against QEMU: `boot`, and `restore --linux`. */
+interface LinuxBenchArgs {
+  json: boolean;
+  runs: number;
+  kernel?: string;
+  initrd?: string;
+  cmdline: string;
+  cpus: number;
+  memoryMiB: number;
+  qemu: string;
+}
+
+export type BenchArgs =
+  | { name: 'vm-create'; json: boolean; runs: number; kernel: string }
+  | (LinuxBenchArgs & { name: 'boot' })
+  | (LinuxBenchArgs & { name: 'restore-linux' })
+  | (LinuxBenchArgs & { name: 'disk' })
+  | { name: TinySnapshotBench; json: boolean; runs: number; memoryMiB: number[]; forks?: number }
+  | { name: 'reset' | 'exec' | 'files'; json: boolean; runs: number; smolfile: string }
+  | { name: 'ui'; json: boolean; runs: number; episodes: number; snapshots: number; lines: number; chromium: string }
+  | { name: 'console'; json: boolean; runs: number; lines: number };
+
+const FLAGS = {
+  json: { type: 'boolean', default: false },
+  linux: { type: 'boolean', default: false },
+  runs: { type: 'string' },
+  kernel: { type: 'string' },
+  initrd: { type: 'string' },
+  cmdline: { type: 'string' },
+  cpus: { type: 'string' },
+  memory: { type: 'string' },
+  qemu: { type: 'string' },
+  forks: { type: 'string' },
+  file: { type: 'string', short: 'f' },
+  episodes: { type: 'string' },
+  snapshots: { type: 'string' },
+  lines: { type: 'string' },
+  chromium: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+const BOOT_ONLY = ['initrd', 'cmdline', 'cpus', 'memory', 'qemu'] as const;
+
+function parseSnapshotArgs(
+  name: TinySnapshotBench,
+  flags: Partial<Record<keyof typeof FLAGS, string | boolean>>,
+  runs: (fallback: number) => number,
+): BenchArgs {
+  const misplaced = (['kernel', 'initrd', 'cmdline', 'cpus', 'qemu'] as const).find((f) => flags[f] !== undefined);
+  if (misplaced) {
+    const linux = name === 'restore' ? ' (it is of restore --linux)' : '';
+    throw new UsageError('bench', `--${misplaced} is not an option of the ${name} benchmark${linux}`);
+  }
+  if (flags.forks !== undefined && name !== 'fanout') {
+    throw new UsageError('bench', '--forks is an option of the fanout benchmark only');
+  }
+  const memory = flags.memory as string | undefined;
+  const args: BenchArgs = {
+    name,
+    json: flags.json === true,
+    runs: runs(name === 'fanout' ? 5 : 20),
+    memoryMiB:
+      memory === undefined ? SNAPSHOT_MEMORY_MIB : [parseIntegerFlag('bench', '--memory', memory, VM_LIMITS.memoryMiB)],
+  };
+  if (name === 'fanout') {
+    args.forks = parseIntegerFlag('bench', '--forks', flags.forks as string | undefined, {
+      min: 1,
+      max: 1024,
+      default: 64,
+    });
+  }
+  return args;
+}
+
+function parseUiArgs(
+  flags: Partial<Record<keyof typeof FLAGS, string | boolean>>,
+  runs: (fallback: number) => number,
+): BenchArgs {
+  const misplaced = (['kernel', 'file', 'forks', ...BOOT_ONLY] as const).find((flag) => flags[flag] !== undefined);
+  if (misplaced) throw new UsageError('bench', `--${misplaced} is not an option of the ui benchmark`);
+  const count = (flag: 'episodes' | 'snapshots' | 'lines', fallback: number, max: number) =>
+    parseIntegerFlag('bench', `--${flag}`, flags[flag] as string | undefined, { min: 1, max, default: fallback });
+  if (flags.chromium === '') throw new UsageError('bench', '--chromium needs a file');
+  return {
+    name: 'ui',
+    json: flags.json === true,
+    runs: runs(5),
+    episodes: count('episodes', 1000, 100_000),
+    snapshots: count('snapshots', 5000, 100_000),
+    lines: count('lines', 100_000, 10_000_000),
+    chromium: path.resolve((flags.chromium as string | undefined) ?? process.env.SMOL_CHROMIUM ?? DEFAULT_CHROMIUM),
+  };
+}
+
+export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
+  const [name, ...rest] = argv;
+  if (name === undefined) throw new UsageError('bench', `name a benchmark: ${BENCHMARKS.join(', ')}`);
+  if (name === '--help' || name === '-h') return 'help';
+  if (name.startsWith('-')) throw new UsageError('bench', `the benchmark name comes first (got ${name})`);
+  if (!(BENCHMARKS as readonly string[]).includes(name)) {
+    throw new UsageError('bench', `unknown benchmark ${name} (known: ${BENCHMARKS.join(', ')})`);
+  }
+  const flags = parseFlags('bench', rest, FLAGS);
+  if (flags.help) return 'help';
+  for (const file of ['kernel', 'initrd', 'qemu', 'file'] as const) {
+    if (flags[file] === '') throw new UsageError('bench', `--${file} needs a file`);
+  }
+  const runs = (fallback: number) =>
+    parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 10_000, default: fallback });
+  const engineBench = name === 'reset' || name === 'exec' || name === 'files';
+  if (flags.file !== undefined && !engineBench) {
+    throw new UsageError('bench', '--file is an option of the reset, exec and files benchmarks only');
+  }
+  if (flags.linux && name !== 'restore')
+    throw new UsageError('bench', '--linux is an option of the restore benchmark only');
+  const uiOnly = (['episodes', 'snapshots', 'chromium'] as const).find((flag) => flags[flag] !== undefined);
+  if (uiOnly && name !== 'ui') throw new UsageError('bench', `--${uiOnly} is an option of the ui benchmark only`);
+  if (flags.lines !== undefined && name !== 'ui' && name !== 'console') {
+    throw new UsageError('bench', '--lines is an option of the ui and console benchmarks only');
+  }
+  if (name === 'ui') return parseUiArgs(flags, runs);
+  if (name === 'console') {
+    const misplaced = (['kernel', 'file', 'forks', 'linux', ...BOOT_ONLY] as const).find(
+      (flag) => flags[flag] !== undefined && flags[flag] !== false,
+    );
+    if (misplaced) throw new UsageError('bench', `--${misplaced} is not an option of the console benchmark`);
+    const lines = parseIntegerFlag('bench', '--lines', flags.lines, { min: 1, max: 10_000_000, default: 100_000 });
+    return { name, json: flags.json, runs: runs(5), lines };
+  }
+  if ((SNAPSHOT_BENCHMARKS as readonly string[]).includes(name) && !flags.linux) {
+    return parseSnapshotArgs(name as TinySnapshotBench, flags, runs);
+  }
+  if (flags.forks !== undefined) throw new UsageError('bench', '--forks is an option of the fanout benchmark only');
+  if (engineBench) {
+    const misplaced = (['kernel', ...BOOT_ONLY] as const).find((flag) => flags[flag] !== undefined);
+    if (misplaced) throw new UsageError('bench', `--${misplaced} is not an option of the ${name} benchmark`);
+    const built = findGuestAssets();
+    const linux = built.kernel && built.initramfs;
+    if (!linux && name !== 'reset') {
+      throw new UsageError('bench', `${name} needs the Linux guest (its agent): run smol guest build first`);
+    }
+    const fallback = linux ? 'shell.smolfile' : 'echo.smolfile';
+    const smolfile = path.resolve(flags.file ?? path.join(packageRoot, 'smolfiles', fallback));
+    return { name, json: flags.json, runs: runs(name === 'reset' ? 20 : 10), smolfile };
+  }
+  if (name === 'vm-create') {
+    const misplaced = BOOT_ONLY.find((flag) => flags[flag] !== undefined);
+    if (misplaced) throw new UsageError('bench', `--${misplaced} is an option of the boot benchmark only`);
+    return { name, json: flags.json, runs: runs(20), kernel: path.resolve(flags.kernel ?? DEFAULT_BENCH_GUEST) };
+  }
+  if ((flags.kernel === undefined) !== (flags.initrd === undefined)) {
+    throw new UsageError('bench', `${name} takes --kernel and --initrd together (or neither, for the built guest)`);
+  }
+  const args: LinuxBenchArgs & { name: 'boot' | 'restore-linux' | 'disk' } = {
+    name: name === 'restore' ? 'restore-linux' : name === 'disk' ? 'disk' : 'boot',
+    json: flags.json,
+    runs: runs(name === 'disk' ? 5 : 10),
+    cmdline: flags.cmdline ?? GUEST_CMDLINE,
+    cpus: parseIntegerFlag('bench', '--cpus', flags.cpus, VM_LIMITS.cpus),
+    memoryMiB: parseIntegerFlag('bench', '--memory', flags.memory, VM_LIMITS.memoryMiB),
+    qemu: flags.qemu ?? DEFAULT_QEMU,
+  };
+  if (flags.kernel !== undefined) args.kernel = path.resolve(flags.kernel);
+  if (flags.initrd !== undefined) args.initrd = path.resolve(flags.initrd);
+  return args as BenchArgs;
+}
+
+export function formatBenchResult(result: BenchResult | BootBenchResult | SnapshotBenchResult): string {
+  const { kvm, inLab } = result.host;
+  const where = `KVM ${kvm.implementation}${inLab ? ', in the lab' : ''}`;
+  const width = Math.max('metric'.length, ...result.results.map((r) => r.metric.length));
+  const lines = [
+    `${result.name}: ${result.runs} runs after ${result.warmup} warm-up, guest ${result.guest} (${where})`,
+    `${'metric'.padEnd(width)}  ${'p50 ms'.padStart(9)}  ${'p90 ms'.padStart(9)}`,
+    ...result.results.map(
+      (r) => `${r.metric.padEnd(width)}  ${r.p50_ms.toFixed(3).padStart(9)}  ${r.p90_ms.toFixed(3).padStart(9)}`,
+    ),
+  ];
+  if ('ratio' in result) {
+    lines.push(
+      `${'ratio ours/qemu'.padEnd(width)}  ${result.ratio.p50.toFixed(3).padStart(9)}  ${result.ratio.p90.toFixed(3).padStart(9)}`,
+    );
+  }
+  if ('notes' in result) lines.push(...result.notes.map((note) => `note: ${note}`));
+  return lines.join('\n') + '\n';
+}
+
+async function runBoot(
+  args: LinuxBenchArgs & { name: 'boot' | 'restore-linux' | 'disk' },
+): Promise<BootBenchResult | SnapshotBenchResult | DiskBenchResult> {
+  let { kernel, initrd } = args;
+  if (kernel === undefined || initrd === undefined) {
+    const built = findGuestAssets();
+    if (!built.kernel || !built.initramfs) {
+      throw new CommandError('no Linux guest is built: run `smol guest build` first, or pass --kernel and --initrd');
+    }
+    kernel = built.kernel;
+    initrd = built.initramfs;
+  }
+  for (const file of [kernel, initrd]) if (!existsSync(file)) throw new CommandError(`${file} does not exist`);
+  const progress = (line: string) => process.stderr.write(`bench ${args.name}: ${line}\n`);
+  const options = { ...args, kernel, initramfs: initrd };
+  if (args.name === 'disk') return benchDisk(options, progress);
+  return args.name === 'boot' ? benchBoot(options, progress) : benchRestoreLinux(options, progress);
+}
+
+export async function runBench(argv: string[]): Promise<number> {
+  const args = parseBenchArgs(argv);
+  if (args === 'help') {
+    process.stdout.write(BENCH_HELP);
+    return 0;
+  }
+  if (args.name === 'console') {
+    const progress = (line: string) => process.stderr.write(`bench console: ${line}\n`);
+    const result = await benchConsole({ runs: args.runs, lines: args.lines, progress });
+    process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatConsoleBenchResult(result));
+    return 0;
+  }
+  if (args.name === 'ui') {
+    if (!existsSync(args.chromium)) {
+      throw new CommandError(
+        `no Chromium at ${args.chromium}: install it (scripts/setup-system.sh) or pass --chromium`,
+      );
+    }
+    const progress = (line: string) => process.stderr.write(`bench ui: ${line}\n`);
+    const { episodes, snapshots, lines: consoleLines, chromium, runs } = args;
+    const result: UiBenchResult = await benchUi({ runs, episodes, snapshots, consoleLines, chromium, progress });
+    process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatUiBenchResult(result));
+    return 0;
+  }
+  let result: BenchResult | BootBenchResult | SnapshotBenchResult | DiskBenchResult;
+  if (args.name === 'reset' || args.name === 'exec' || args.name === 'files') {
+    const name = args.name;
+    const progress = (line: string) => process.stderr.write(`bench ${name}: ${line}\n`);
+    const options = { smolfile: args.smolfile, runs: args.runs, fileMiB: 16, progress };
+    result = await (name === 'reset'
+      ? benchReset(options)
+      : name === 'exec'
+        ? benchExec(options)
+        : benchFiles(options));
+  } else if (args.name === 'boot' || args.name === 'restore-linux' || args.name === 'disk') {
+    result = await runBoot(args);
+  } else if (args.name !== 'vm-create') {
+    const guestDir = path.dirname(DEFAULT_BENCH_GUEST);
+    if (!existsSync(path.join(guestDir, 'dirty.elf'))) {
+      throw new CommandError(`the tiny guests are not built in ${guestDir}: run make -C native guests`);
+    }
+    const { name, runs, memoryMiB, forks } = args as Extract<BenchArgs, { name: TinySnapshotBench }>;
+    const progress = (line: string) => process.stderr.write(`bench ${name}: ${line}\n`);
+    result = await benchSnapshot(name, { runs, memoryMiB, forks, guestDir, progress });
+  } else {
+    if (!existsSync(args.kernel)) {
+      const fix = args.kernel === DEFAULT_BENCH_GUEST ? '; run make -C native guests' : '';
+      throw new CommandError(`guest ${args.kernel} does not exist${fix}`);
+    }
+    result = await benchVmCreate({ guest: args.kernel, runs: args.runs });
+  }
+  const text = 'disk' in result ? formatDiskBenchResult(result) : formatBenchResult(result);
+  process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : text);
+  return 0;
+}

@@ -1,0 +1,150 @@
+// `smol exec VM -- CMD` and `smol run [-f Smolfile] -- CMD`: commands in a guest through its agent
+// (docs/agent.md), with stdout and stderr relayed as they come and the command's exit status as smol's own.
+import os from 'node:os';
+import path from 'node:path';
+import type { ExecExit } from '../api/api-client.js';
+import type { Smol } from '../../sdk/typescript/smol.js';
+import { EXIT, helpOr, parseCommand, withEngine } from './engine-cli.js';
+import { CommandError, UsageError } from './errors.js';
+import { buildImageFirst } from './image.js';
+
+type Run = (argv: string[]) => Promise<number>;
+
+const EXEC_FLAGS = {
+  help: { type: 'boolean', short: 'h' },
+  env: { type: 'string', short: 'e', multiple: true },
+  workdir: { type: 'string', short: 'w' },
+  interactive: { type: 'boolean', short: 'i', default: false },
+  timeout: { type: 'string' },
+} as const;
+
+const EXEC_OPTIONS = `  -e, --env K=V       set an environment variable (repeatable)
+  -w, --workdir DIR   run in DIR
+  -i, --interactive   pass this command's stdin to it (else it reads /dev/null)
+  --timeout SECONDS   kill it after this long (exit status 124, as timeout(1))`;
+
+/** The argv after `--`, and smol's own arguments before it. */
+function splitCommand(command: string, argv: string[]): { own: string[]; cmd: string[] } {
+  const at = argv.indexOf('--');
+  if (at < 0) {
+    if (argv.includes('-h') || argv.includes('--help')) return { own: argv, cmd: [] };
+    throw new UsageError(command, 'expected -- and the command to run (smol exec VM -- ls -l)');
+  }
+  const cmd = argv.slice(at + 1);
+  if (cmd.length === 0) throw new UsageError(command, 'expected a command after --');
+  return { own: argv.slice(0, at), cmd };
+}
+
+interface ExecFlags {
+  env?: string[];
+  workdir?: string;
+  interactive: boolean;
+  timeout?: string;
+}
+
+function execRequest(command: string, argv: string[], flags: ExecFlags) {
+  const env: Record<string, string> = {};
+  for (const pair of flags.env ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq < 1) throw new UsageError(command, `--env ${pair}: expected NAME=VALUE`);
+    env[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  let timeoutMs: number | undefined;
+  if (flags.timeout !== undefined) {
+    const seconds = Number(flags.timeout);
+    if (!Number.isFinite(seconds) || seconds <= 0) throw new UsageError(command, '--timeout: expected seconds > 0');
+    timeoutMs = Math.ceil(seconds * 1000);
+  }
+  return {
+    argv,
+    ...(Object.keys(env).length > 0 && { env }),
+    ...(flags.workdir !== undefined && { cwd: flags.workdir }),
+    ...(timeoutMs !== undefined && { timeoutMs }),
+  };
+}
+
+/** The shell's convention: the command's status, 128+N for a signal, 124 when it timed out. */
+export function exitStatus(exit: ExecExit): number {
+  if (exit.timedOut) return 124;
+  if (exit.exitCode !== null) return exit.exitCode;
+  const number = exit.signal ? (os.constants.signals as Record<string, number>)[exit.signal] : undefined;
+  return 128 + (number ?? 0);
+}
+
+/**
+ * Runs `request` in `vm`, relaying its output to ours (and our stdin to it with -i), forwarding Ctrl-C to it as
+ * SIGINT; resolves with its exit status. Ctrl-C before the command started (while the agent is being reached) gives
+ * up on it and exits 130, as a shell does.
+ */
+async function relay(smol: Smol, vm: string, request: ReturnType<typeof execRequest>, interactive: boolean) {
+  const write = (stream: NodeJS.WriteStream) => (chunk: Buffer) => void stream.write(chunk);
+  const running = smol.api.exec(vm, request, {
+    onStdout: write(process.stdout),
+    onStderr: write(process.stderr),
+    ...(interactive && { stdin: process.stdin }),
+  });
+  let abandoned = false;
+  const interrupt = () => {
+    if (running.started()) return running.signal('SIGINT');
+    abandoned = true;
+    running.close();
+  };
+  process.on('SIGINT', interrupt);
+  try {
+    const exit = await running.exit;
+    await new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
+    return exitStatus(exit);
+  } catch (error) {
+    if (abandoned) return 128 + os.constants.signals.SIGINT;
+    throw new CommandError((error as Error).message, EXIT.failed);
+  } finally {
+    process.off('SIGINT', interrupt);
+    if (interactive) process.stdin.destroy();
+  }
+}
+
+export const runExec: Run = async (argv) => {
+  const HELP = `Usage: smol exec [options] VM -- COMMAND [ARG...]
+
+Runs a command in a running VM's guest through its agent (no shell: smol exec VM -- sh -c '...' for one), relays
+its stdout and stderr as they come, and exits with its status (128+N for signal N, 124 for --timeout).
+
+${EXEC_OPTIONS}
+`;
+  const { own, cmd } = splitCommand('exec', argv);
+  const { flags, args, help } = parseCommand('exec', own, EXEC_FLAGS, { min: 1, max: 1, names: 'a VM' });
+  if (helpOr(help, HELP)) return 0;
+  const request = execRequest('exec', cmd, flags);
+  return await withEngine((smol) => relay(smol, args[0]!, request, flags.interactive));
+};
+
+export const runRun: Run = async (argv) => {
+  const HELP = `Usage: smol run [-f Smolfile] [options] -- COMMAND [ARG...]
+
+Starts a fresh episode from a Smolfile (default ./Smolfile), waits for its agent, runs the command in it with its
+output relayed, then deletes the episode and exits with the command's status. A clean machine every time.
+
+  -f, --file FILE     the Smolfile
+  --keep              keep the episode afterwards (its id is printed on stderr)
+${EXEC_OPTIONS}
+`;
+  const { own, cmd } = splitCommand('run', argv);
+  const { flags, help } = parseCommand(
+    'run',
+    own,
+    { ...EXEC_FLAGS, file: { type: 'string', short: 'f', default: 'Smolfile' }, keep: { type: 'boolean' } },
+    { min: 0, max: 0, names: '' },
+  );
+  if (helpOr(help, HELP)) return 0;
+  const request = execRequest('run', cmd, flags);
+  await buildImageFirst(path.resolve(flags.file));
+  return await withEngine(async (smol) => {
+    const { episode, vm } = await smol.up(path.resolve(flags.file));
+    try {
+      return await relay(smol, vm.id, request, flags.interactive);
+    } finally {
+      if (flags.keep) process.stderr.write(`smol: kept episode ${episode.id} ${episode.name}\n`);
+      else await smol.destroy(episode.id).catch(() => undefined);
+    }
+  });
+};

@@ -1,0 +1,133 @@
+// What a Smolfile boots (docs/engine.md, "Base snapshots"): the VM options, and for an image the key its base
+// snapshot is found by and the commands that bake it.
+import { createHash } from 'node:crypto';
+import { statSync } from 'node:fs';
+import path from 'node:path';
+import type { ProgressCallback } from '../guest-build/build-progress.js';
+import {
+  debianRecipeOf,
+  ensureDebianImage,
+  imagesDir,
+  locateDebianImage,
+  type DebianImageRecipe,
+} from '../guest-build/debian-image.js';
+import {
+  findGuestAssets,
+  GUEST_HVC_CMDLINE,
+  GUEST_ROOT_CMDLINE,
+  namesHvcConsole,
+} from '../guest-build/guest-assets.js';
+import type { Smolfile } from '../smolfile/smolfile.js';
+import type { VmOptions } from '../vmm/vm.js';
+import { ApiFailure } from '../api/engine-api.js';
+
+export interface BootPlan {
+  options: VmOptions;
+  /** Identifies the base snapshot of this Smolfile on these guest assets; null for a bare kernel (no base). */
+  baseKey: string | null;
+  /** Shell commands that bake the base, run on the console after the guest is ready. */
+  init: string[];
+  /** The guest has the agent (an image): the VM gets a vsock device for it. */
+  agent: boolean;
+}
+
+/** A file's identity for the base key: path, size and modification time (the guest assets' names carry hashes). */
+function fileStamp(file: string): string {
+  const info = statSync(file);
+  return `${file}:${info.size}:${info.mtimeMs}`;
+}
+
+export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.env): BootPlan {
+  const common = { memoryMiB: smolfile.memoryMiB, cpus: smolfile.cpus };
+  if (!smolfile.image) {
+    // parseSmolfile guarantees a kernel when there is no image.
+    const options: VmOptions = { kernel: smolfile.kernel!, cmdline: smolfile.cmdline, ...common };
+    if (smolfile.initrd) options.initrd = smolfile.initrd;
+    if (namesHvcConsole(smolfile.cmdline)) options.virtioConsole = true;
+    return { options, baseKey: null, init: [], agent: false };
+  }
+  const assets = findGuestAssets(env);
+  const kernel = smolfile.kernel ?? assets.kernel;
+  const recipe = debianRecipeOf(smolfile);
+  const debian = recipe ? debianImage(smolfile, recipe, env) : null;
+  const rootDisk = debian ? debian.file : assets.rootfs;
+  if (!kernel || !rootDisk) {
+    throw new ApiFailure(
+      409,
+      'the builtin image needs the Linux guest and its root disk, which are not built: ' +
+        'run `npx --no-install smol guest build`',
+    );
+  }
+  // The root disk's image is the base of every VM's disk chain; the engine gives each instance its layer over it.
+  const root = `${GUEST_HVC_CMDLINE} ${GUEST_ROOT_CMDLINE}`;
+  const cmdline = smolfile.cmdline ? `${root} ${smolfile.cmdline}` : root;
+  const options: VmOptions = { kernel, cmdline, disk: { base: rootDisk }, rng: true, virtioConsole: true, ...common };
+  // A Debian image ran the Smolfile's init when it was built (with the host's network); the base only takes the
+  // console's env and workdir.
+  const init = bakeCommands(smolfile, { withInit: !debian });
+  const baseKey = createHash('sha256')
+    .update(
+      JSON.stringify({
+        format: 3, // 2: the VM has a vsock device for the agent; 3: it boots from its root disk, with virtio-rng
+        kernel: fileStamp(kernel),
+        rootfs: path.basename(rootDisk), // named by its content's hash
+        cmdline,
+        ...common,
+        init,
+      }),
+    )
+    .digest('hex')
+    .slice(0, 32);
+  return { options, baseKey, init, agent: true };
+}
+
+const quote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
+
+/**
+ * The console commands that bake a base: each `init` command in a subshell with the Smolfile's `env`, then the
+ * console shell itself takes `env` and `workdir`, so a console opened later starts where the Smolfile says.
+ */
+function bakeCommands(smolfile: Smolfile, { withInit = true } = {}): string[] {
+  const exports = Object.entries(smolfile.env).map(([key, value]) => `export ${key}=${quote(value)}`);
+  const prefix = exports.length > 0 ? `${exports.join('; ')}; ` : '';
+  const commands = withInit ? smolfile.init.map((command) => `(${prefix}${command})`) : [];
+  if (exports.length > 0) commands.push(exports.join('; '));
+  if (smolfile.workdir) commands.push(`mkdir -p ${quote(smolfile.workdir)} && cd ${quote(smolfile.workdir)}`);
+  return commands;
+}
+
+/** Where a Debian Smolfile's image is; 409 with the command that builds it when it is not built. */
+function debianImage(smolfile: Smolfile, recipe: DebianImageRecipe, env: NodeJS.ProcessEnv): { file: string } {
+  let located;
+  try {
+    located = locateDebianImage(recipe, imagesDir(env));
+  } catch (error) {
+    throw new ApiFailure(400, `${smolfile.path}: ${(error as Error).message}`);
+  }
+  if (!located.built) {
+    throw new ApiFailure(
+      409,
+      `${smolfile.path}: its image (${located.name}) is not built: run \`npx --no-install smol image build -f ` +
+        `${smolfile.path}\``,
+    );
+  }
+  return { file: located.file };
+}
+
+/**
+ * Builds the image a Smolfile needs when that takes more than reading a cache: a Debian image (mmdebstrap, then
+ * the Smolfile's init with the host's network; a minute or more). Nothing for the builtin image or a bare kernel.
+ */
+export async function prepareImage(
+  smolfile: Smolfile,
+  onProgress: ProgressCallback,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<void> {
+  const recipe = debianRecipeOf(smolfile);
+  if (!recipe) return;
+  try {
+    await ensureDebianImage({ ...recipe, dir: imagesDir(env), onProgress });
+  } catch (error) {
+    throw new ApiFailure(400, `${smolfile.path}: building its image failed: ${(error as Error).message}`);
+  }
+}

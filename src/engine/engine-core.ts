@@ -1,0 +1,793 @@
+// The engine's machinery under its API (engine.ts): records and their persistence, one vmhost per episode, console
+// hubs, per-VM locks, events, and the primitive moves of a VM (boot, restore, checkpoint, suspend, kill, reset).
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { AgentClient } from '../agent-client/agent-client.js';
+import { ApiFailure } from '../api/engine-api.js';
+import type {
+  CheckpointRequest,
+  EngineEvent,
+  Episode,
+  Snapshot,
+  SnapshotKind,
+  VmExit,
+  VmState,
+} from '../api/schema.js';
+import type { Smolfile } from '../smolfile/smolfile.js';
+import type { CheckpointInfo } from '../vmm/vm.js';
+import { planBoot, type BootPlan } from './boot-plan.js';
+import { ConsoleHub } from './console-hub.js';
+import { ConsoleShell } from './console-shell.js';
+import { adoptBaseImage, chainDepth, isFrozenLayerSync, readLayerHeader } from './disk-layers.js';
+import {
+  LIVE_STATES,
+  episodeView,
+  freshName,
+  resolveRef,
+  vmView,
+  type EpisodeRecord,
+  type VmRecord,
+} from './episode-registry.js';
+import { METRICS_INTERVAL_MS, MetricsHistory, type RawSample } from './metrics.js';
+import { newId, type SnapshotStore } from './snapshot-store.js';
+import { VmHost } from './vmhost.js';
+import type { VmHostLauncher } from './vmhost-launcher.js';
+
+const BOOT_READY_MS = 120_000;
+const INIT_COMMAND_MS = 600_000;
+/** The guest port smol-agent listens on (docs/agent.md), and the CID every guest gets (its own vsock device). */
+export const AGENT_PORT = 52;
+const GUEST_CID = 3;
+/**
+ * A checkpoint whose frozen disk layer sits on this many layers or more gets it flattened onto the base (the VMM
+ * opens chains of at most 64); SMOL_DISK_FLATTEN_DEPTH changes it (tests do).
+ */
+const FLATTEN_DEPTH = Number(process.env.SMOL_DISK_FLATTEN_DEPTH) || 16;
+/**
+ * How long after a boot, restore or fork the agent has to answer before the VM shows it `unreachable`;
+ * SMOL_AGENT_READY_MS changes it (tests do).
+ */
+const AGENT_READY_MS = Number(process.env.SMOL_AGENT_READY_MS) || 120_000;
+
+export interface EngineOptions {
+  home: string;
+  version: string;
+  log: (line: string) => void;
+  /** How vmhost processes start (vmhost-launcher.ts): a Node child unless the app injects a utilityProcess one. */
+  launchVmHost?: VmHostLauncher;
+}
+
+const KIND_STEMS: Record<SnapshotKind, string> = {
+  base: 'base',
+  manual: 'checkpoint',
+  auto: 'auto',
+  fork: 'fork',
+  'restore-point': 'before-restore',
+  suspend: 'suspend',
+};
+
+export class EngineCore {
+  protected readonly episodes = new Map<string, EpisodeRecord>();
+  protected readonly hubs = new Map<string, ConsoleHub>();
+  readonly #hosts = new Map<string, VmHost>();
+  /** The vmhost's name for each live VM's current native instance: `vm-…#n`, new for every boot and restore. */
+  readonly #instances = new Map<string, string>();
+  readonly #owners = new Map<string, string>();
+  readonly #locks = new Map<string, Promise<unknown>>();
+  readonly #listeners = new Set<(event: EngineEvent) => void>();
+  readonly #autoTimers = new Map<string, NodeJS.Timeout>();
+  #instanceCount = 0;
+  /**
+   * The disk layer each live native instance with a disk writes (docs/engine.md, "Disks"). The instance owns it: it
+   * is removed when the instance ends, unless a checkpoint froze it into a snapshot first (then the snapshot owns it).
+   */
+  readonly #diskTops = new Map<string, string>();
+  /** The guest agent's client for each live native instance that has a vsock device. */
+  readonly #agents = new Map<
+    string,
+    { client: AgentClient; settled: Promise<unknown>; remint: () => Promise<void>; check: () => Promise<void> }
+  >();
+  protected readonly metricsHistory = new MetricsHistory();
+  #metricsTimer: NodeJS.Timeout | null = null;
+  #sampling = false;
+
+  constructor(
+    readonly store: SnapshotStore,
+    protected readonly options: EngineOptions,
+  ) {}
+
+  // ---- metrics (metrics.ts) ----
+
+  /** Starts sampling every running VM's CPU and memory; stopped by disarmAll. */
+  protected startMetrics(intervalMs = METRICS_INTERVAL_MS): void {
+    if (this.#metricsTimer) return;
+    this.#metricsTimer = setInterval(() => void this.#sampleMetrics(), intervalMs);
+    this.#metricsTimer.unref();
+  }
+
+  async #sampleMetrics(): Promise<void> {
+    if (this.#sampling) return; // a slow round (a busy host) is not stacked
+    this.#sampling = true;
+    try {
+      const rounds = [...this.episodes.values()].map(async (episode): Promise<RawSample[]> => {
+        const running = episode.vms.filter((vm) => vm.state === 'running' && this.#instances.has(vm.id));
+        const host = this.#hosts.get(episode.id);
+        if (running.length === 0 || !host?.alive) return [];
+        const byInstance = new Map(running.map((vm) => [this.#instances.get(vm.id)!, vm.id]));
+        const samples = await host.request({ op: 'sample', vms: [...byInstance.keys()] }).catch(() => []);
+        return samples.flatMap((s) => {
+          const vm = byInstance.get(s.vm);
+          return vm ? [{ vm, instance: s.vm, cpuNs: s.cpuNs, memory: s.memory }] : [];
+        });
+      });
+      const raw = (await Promise.all(rounds)).flat();
+      for (const { vm, sample } of this.metricsHistory.add(raw, Date.now())) {
+        this.emit({ type: 'metrics', vm, ...sample });
+      }
+    } catch (error) {
+      this.options.log(`engine: sampling metrics failed: ${(error as Error).message}`);
+    } finally {
+      this.#sampling = false;
+    }
+  }
+
+  // ---- records, events, locks ----
+
+  protected episode(ref: string): EpisodeRecord {
+    return resolveRef([...this.episodes.values()], ref, 'episode');
+  }
+
+  protected vm(ref: string): VmRecord {
+    return resolveRef(
+      [...this.episodes.values()].flatMap((ep) => ep.vms),
+      ref,
+      'VM',
+    );
+  }
+
+  protected episodeOf(vm: VmRecord): EpisodeRecord {
+    const episode = this.episodes.get(vm.episode);
+    if (!episode) throw new ApiFailure(404, `the episode of ${vm.id} is gone`);
+    return episode;
+  }
+
+  /** `totals`: the store's episodeTotals(), when viewing many episodes at once. */
+  protected episodeView(
+    episode: EpisodeRecord,
+    totals?: ReadonlyMap<string, { count: number; diskBytes: number }>,
+  ): Episode {
+    if (totals) {
+      const total = totals.get(episode.id);
+      return episodeView(episode, total?.count ?? 0, total?.diskBytes ?? 0);
+    }
+    const count = this.store.list(episode.id).length;
+    return episodeView(episode, count, this.store.episodeDiskBytes(episode.id));
+  }
+
+  protected async save(episode: EpisodeRecord): Promise<void> {
+    if (!this.episodes.has(episode.id)) return;
+    await this.store.saveEpisodeRecord(episode.id, episode);
+  }
+
+  protected emit(event: EngineEvent): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(event);
+      } catch (error) {
+        this.options.log(`engine: an event listener failed: ${(error as Error).message}`);
+      }
+    }
+  }
+
+  subscribe(listener: (event: EngineEvent) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Set when the engine stops: VM operations are refused with 503 from then on. */
+  protected stopping = false;
+
+  /** Runs `work` after every earlier operation on the same VM has finished: one operation per VM at a time. */
+  protected withLock<T>(id: string, work: () => Promise<T>): Promise<T> {
+    if (this.stopping) return Promise.reject(new ApiFailure(503, 'the engine is stopping'));
+    const before = this.#locks.get(id) ?? Promise.resolve();
+    const result = before.then(work, work);
+    const tail = result.catch(() => undefined);
+    this.#locks.set(id, tail);
+    void tail.then(() => {
+      if (this.#locks.get(id) === tail) this.#locks.delete(id);
+    });
+    return result;
+  }
+
+  protected async setState(
+    episode: EpisodeRecord,
+    vm: VmRecord,
+    state: VmState,
+    exit: VmExit | null = null,
+  ): Promise<void> {
+    const wasRunning = vm.state === 'running';
+    if (vm.state !== state || exit) {
+      const why = exit ? ` (${exit.reason}${exit.message ? `: ${exit.message}` : ''})` : '';
+      this.options.log(`engine: ${vm.id} (${vm.name}) ${vm.state} -> ${state}${why}`);
+    }
+    vm.state = state;
+    if (state === 'running' && !wasRunning) vm.runningSince = new Date().toISOString();
+    if (state !== 'running') vm.runningSince = null;
+    if (exit) vm.exit = exit;
+    if (state === 'running' || state === 'paused') vm.exit = null;
+    if (LIVE_STATES.has(state)) this.#armAutoCheckpoint(vm);
+    else this.#disarmAutoCheckpoint(vm.id);
+    if (!LIVE_STATES.has(state)) vm.agent = 'none';
+    await this.save(episode);
+    this.emit({ type: 'vm.updated', vm: vmView(vm) });
+    this.emit({ type: 'episode.updated', episode: this.episodeView(episode) });
+  }
+
+  protected requireLive(vm: VmRecord): void {
+    if (!this.#instances.has(vm.id) || !LIVE_STATES.has(vm.state)) {
+      throw new ApiFailure(409, `${vm.name} (${vm.id}) is ${vm.state}, not running`);
+    }
+  }
+
+  protected newVmRecord(episode: EpisodeRecord, cpus: number, memoryMiB: number, name: string): VmRecord {
+    const vm: VmRecord = {
+      id: newId('vm'),
+      name,
+      episode: episode.id,
+      state: 'creating',
+      snapshot: null,
+      parentVm: null,
+      created: new Date().toISOString(),
+      runningSince: null,
+      exit: null,
+      cpus,
+      memoryMiB,
+      layerHead: null,
+      suspendedAt: null,
+      resumeOnStart: false,
+      suspendedPaused: false,
+      agent: 'none',
+    };
+    episode.vms.push(vm);
+    return vm;
+  }
+
+  protected newChild(episode: EpisodeRecord, parent: VmRecord | null, snapshot: string): VmRecord {
+    const stem = parent ? parent.name : episode.name;
+    const taken = episode.vms.map((vm) => vm.name);
+    const child = this.newVmRecord(episode, parent?.cpus ?? 1, parent?.memoryMiB ?? 0, freshName(stem, taken));
+    const source = this.store.get(snapshot);
+    if (source) {
+      child.cpus = source.cpus;
+      child.memoryMiB = Math.round(source.memoryBytes / 2 ** 20);
+    }
+    child.parentVm = parent?.id ?? null;
+    child.snapshot = snapshot;
+    child.layerHead = snapshot;
+    return child;
+  }
+
+  /** Snapshot ids whose layers live VMs still need (their next checkpoint diffs against them). */
+  protected liveLayerHeads(): Set<string> {
+    const heads = new Set<string>();
+    for (const episode of this.episodes.values()) {
+      for (const vm of episode.vms) {
+        if (vm.layerHead) heads.add(vm.layerHead);
+        if (vm.suspendedAt) heads.add(vm.suspendedAt);
+      }
+      if (episode.base) heads.add(episode.base);
+    }
+    return heads;
+  }
+
+  // ---- vmhosts and consoles ----
+
+  protected host(episode: EpisodeRecord): VmHost {
+    const existing = this.#hosts.get(episode.id);
+    if (existing?.alive) return existing;
+    // An operation queued behind a delete must not bring a deleted episode's vmhost back.
+    if (this.episodes.get(episode.id) !== episode) throw new ApiFailure(404, `episode ${episode.id} was deleted`);
+    const host = new VmHost(episode.id, this.options.launchVmHost);
+    this.#hosts.set(episode.id, host);
+    const failed = (what: string) => (error: unknown) =>
+      this.options.log(`engine: handling ${what} failed: ${(error as Error).message}`);
+    host.on('console', (instance, data) => this.#onConsole(instance, data));
+    host.on('exit', (instance, exit) => void this.#onExit(instance, exit).catch(failed(`the exit of ${instance}`)));
+    host.on('died', (how) => void this.#onHostDied(episode.id, how).catch(failed(`the end of a vmhost`)));
+    return host;
+  }
+
+  protected async closeHosts(): Promise<void> {
+    await Promise.all([...this.#hosts.values()].map((host) => host.close()));
+    this.#hosts.clear();
+  }
+
+  protected async closeHost(episodeId: string): Promise<void> {
+    await this.#hosts.get(episodeId)?.close();
+    this.#hosts.delete(episodeId);
+  }
+
+  protected hub(vm: VmRecord): ConsoleHub {
+    let hub = this.hubs.get(vm.id);
+    if (!hub) {
+      hub = new ConsoleHub({
+        vmId: vm.id,
+        castPath: path.join(this.options.home, 'consoles', `${vm.id}.cast`),
+        log: this.options.log,
+      });
+      this.hubs.set(vm.id, hub);
+    }
+    return hub;
+  }
+
+  protected async closeHub(id: string, reason: string): Promise<void> {
+    const hub = this.hubs.get(id);
+    this.hubs.delete(id);
+    await hub?.close(reason);
+  }
+
+  protected instance(vm: VmRecord): string {
+    const instance = this.#instances.get(vm.id);
+    if (!instance) throw new ApiFailure(409, `${vm.name} (${vm.id}) is ${vm.state}, not running`);
+    return instance;
+  }
+
+  /** A new native-instance name for `vm`, routed to it from now on (output of older instances is dropped). */
+  protected attach(vm: VmRecord): string {
+    this.hub(vm); // before the instance exists, so none of its output is dropped
+    const instance = `${vm.id}#${++this.#instanceCount}`;
+    // A socket left by a VMM killed outright (the count restarts with the engine) must not pass for this one's.
+    rmSync(this.vsockPathOf(instance), { force: true });
+    this.#instances.set(vm.id, instance);
+    this.#owners.set(instance, vm.id);
+    return instance;
+  }
+
+  // ---- the guest agent (docs/agent.md) ----
+
+  /** Where a native instance's vsock muxer listens: a new socket for every boot, restore and fork child. */
+  protected vsockPathOf(instance: string): string {
+    const dir = path.join(this.options.home, 'run');
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    return path.join(dir, `${instance.replace('#', '.')}.vsock`);
+  }
+
+  /**
+   * Follows the agent of an instance that just started: `connecting` until its HELLO, then `ready` (or
+   * `unreachable`). An instance without a vsock socket (a bare kernel) has no agent. With `remint`, the guest then
+   * gets a new identity (a fork child, or a new episode from a shared base): hostname, machine-id, entropy.
+   */
+  protected watchAgent(vm: VmRecord, instance: string, { remint = false } = {}): void {
+    const socketPath = this.vsockPathOf(instance);
+    if (!existsSync(socketPath)) {
+      vm.agent = 'none';
+      return;
+    }
+    const client = new AgentClient({ socketPath, vsockPort: AGENT_PORT });
+    const current = () => this.#instances.get(vm.id) === instance;
+    const update = (state: VmRecord['agent']) => {
+      if (!current() || vm.agent === state) return;
+      vm.agent = state;
+      this.emit({ type: 'vm.updated', vm: vmView(vm) });
+    };
+    update('connecting');
+    // A hostname takes letters, digits, '-' and '.': a VM name's '_' becomes '-'.
+    const hostname = vm.name.replace(/[^A-Za-z0-9.-]/g, '-').slice(0, 63);
+    let reminted = !remint;
+    const remintOnce = async () => {
+      if (reminted || !current()) return;
+      await client.remint({ hostname });
+      reminted = true;
+    };
+    const ready = async () => {
+      await client.ready({ timeoutMs: AGENT_READY_MS });
+      await remintOnce();
+    };
+    const check = () =>
+      ready().then(
+        () => update('ready'),
+        (error: unknown) => {
+          if (!current()) return;
+          this.options.log(`engine: the agent of ${vm.id} (${instance}) did not answer: ${(error as Error).message}`);
+          update('unreachable');
+        },
+      );
+    // Commands wait for the new identity: a fork's first command must not see its parent's hostname.
+    this.#agents.set(instance, { client, settled: check(), remint: remintOnce, check });
+  }
+
+  /**
+   * Asks again for an agent that did not answer in time, e.g. of a VM restored paused and resumed long after: its
+   * state goes back to `connecting`, then `ready` (with the new identity a fork still owes it) or `unreachable`.
+   */
+  protected recheckAgent(vm: VmRecord): void {
+    const instance = this.#instances.get(vm.id);
+    const agent = instance && this.#agents.get(instance);
+    if (!agent || vm.agent !== 'unreachable') return;
+    vm.agent = 'connecting';
+    this.emit({ type: 'vm.updated', vm: vmView(vm) });
+    agent.settled = agent.check();
+  }
+
+  /** The agent of a running VM, connected (again, after a restore or fork reset the connection). */
+  protected async agentOf(vm: VmRecord): Promise<AgentClient> {
+    this.requireLive(vm);
+    if (vm.state === 'paused')
+      throw new ApiFailure(409, `${vm.name} (${vm.id}) is paused: resume it to reach its agent`);
+    const agent = this.#agents.get(this.instance(vm));
+    if (!agent) {
+      throw new ApiFailure(
+        409,
+        `${vm.name} (${vm.id}) has no guest agent: its Smolfile boots a bare kernel (image = "builtin" has one)`,
+      );
+    }
+    const { client, settled, remint } = agent;
+    try {
+      await settled;
+      await client.ready({ timeoutMs: AGENT_READY_MS });
+      await remint(); // a fork never runs a command with its parent's identity: retried here if it failed
+    } catch (error) {
+      throw new ApiFailure(503, `the agent of ${vm.name} (${vm.id}) does not answer: ${(error as Error).message}`);
+    }
+    if (vm.agent !== 'ready') {
+      vm.agent = 'ready';
+      this.emit({ type: 'vm.updated', vm: vmView(vm) });
+    }
+    return client;
+  }
+
+  /** The layer `instance` writes, when it has a disk. */
+  protected diskTopOf(instance: string): string | undefined {
+    return this.#diskTops.get(instance);
+  }
+
+  /** `instance` writes `file` from now on; the layer it wrote before belongs to a snapshot now (or to nobody). */
+  protected setDiskTop(instance: string, file: string): void {
+    this.#diskTops.set(instance, file);
+  }
+
+  /**
+   * After a checkpoint or fork that failed: whether the VMM had already frozen `top` (the disk switches to the new
+   * layer while the VM is quiesced, before the memory is written). Then the instance writes the new layer, and the
+   * frozen one needs an owner (else the next start-up sweep takes it); if not, the new layer, if it was made, goes.
+   * Returns whether it had switched.
+   */
+  protected async settleFailedDiskSwitch(instance: string, top: string, next: string): Promise<boolean> {
+    if ((await readLayerHeader(top))?.frozen) {
+      this.#diskTops.set(instance, next);
+      return true;
+    }
+    rmSync(next, { force: true });
+    return false;
+  }
+
+  /** Lets go of an instance that ended: its agent connection and its disk layer with it. */
+  #forget(instance: string): void {
+    this.#owners.delete(instance);
+    const top = this.#diskTops.get(instance);
+    this.#diskTops.delete(instance);
+    // Its VMM may still have it open: unlinking is safe. A frozen one is a snapshot's (a checkpoint froze it just as
+    // the VM ended, before the engine heard of the new layer): it stays.
+    if (top && !isFrozenLayerSync(top)) rmSync(top, { force: true });
+    this.#agents.get(instance)?.client.close();
+    this.#agents.delete(instance);
+  }
+
+  protected writeTo(vm: VmRecord, data: Buffer): void {
+    this.requireLive(vm);
+    const instance = this.instance(vm);
+    this.hub(vm).input(data);
+    // Typing races restores, resets and exits: input to an instance that just went is dropped, not fatal.
+    this.host(this.episodeOf(vm))
+      .request({ op: 'write', vm: instance, data })
+      .catch((error: unknown) =>
+        this.options.log(`engine: console input to ${instance} dropped: ${(error as Error).message}`),
+      );
+  }
+
+  readonly #shells = new Map<string, ConsoleShell>();
+
+  #onConsole(instance: string, data: Buffer): void {
+    const id = this.#owners.get(instance);
+    if (!id || this.#instances.get(id) !== instance) return;
+    this.#shells.get(id)?.feed(data);
+    this.hubs.get(id)?.push(data);
+  }
+
+  async #onExit(instance: string, exit: VmExit): Promise<void> {
+    const id = this.#owners.get(instance);
+    this.#forget(instance);
+    if (!id || this.#instances.get(id) !== instance) return; // an instance the engine replaced or killed itself
+    this.#instances.delete(id);
+    const vm = this.vm(id);
+    this.hubs.get(id)?.marker(`exit ${exit.reason}${exit.message ? `: ${exit.message}` : ''}`);
+    await this.setState(this.episodeOf(vm), vm, 'stopped', exit);
+  }
+
+  async #onHostDied(episodeId: string, how: string): Promise<void> {
+    this.#hosts.delete(episodeId);
+    const episode = this.episodes.get(episodeId);
+    if (!episode) return;
+    this.options.log(`engine: the vmhost of ${episode.name} (${episodeId}) ended (${how})`);
+    for (const vm of episode.vms) {
+      const instance = this.#instances.get(vm.id);
+      if (!instance) continue;
+      this.#instances.delete(vm.id);
+      this.#forget(instance);
+      this.hubs.get(vm.id)?.marker(`crashed: its vmhost ended (${how})`);
+      await this.setState(episode, vm, 'crashed', {
+        reason: 'crashed',
+        code: null,
+        message: `its vmhost process ended (${how})`,
+      });
+    }
+  }
+
+  // ---- the moves of a VM ----
+
+  /** Boots `vm` from its Smolfile: restores the base when there is one, else boots (and bakes the base). */
+  protected async bootFresh(episode: EpisodeRecord, vm: VmRecord, smolfile: Smolfile, plan: BootPlan): Promise<void> {
+    const base = plan.baseKey ? this.store.findBase(plan.baseKey) : undefined;
+    if (base) {
+      episode.base = base.id;
+      await this.restoreInto(episode, vm, base, { remint: true });
+      return;
+    }
+    const host = this.host(episode);
+    const instance = this.attach(vm);
+    this.hub(vm).marker('boot');
+    vm.snapshot = null;
+    vm.layerHead = null;
+    try {
+      const vsock = plan.agent ? { vsock: { path: this.vsockPathOf(instance), cid: GUEST_CID } } : {};
+      const options = { ...plan.options, ...vsock };
+      if (options.disk) {
+        const base = await adoptBaseImage(this.options.home, options.disk.base);
+        options.disk = { base, top: this.store.newDiskLayer() };
+        this.setDiskTop(instance, options.disk.top!);
+      }
+      await host.request({ op: 'create', vm: instance, options });
+      if (!plan.baseKey) await host.request({ op: 'start', vm: instance });
+    } catch (error) {
+      await this.startFailed(episode, vm, error);
+    }
+    if (!plan.baseKey) {
+      await this.setState(episode, vm, 'running');
+      return;
+    }
+    const shell = new ConsoleShell((text) =>
+      host.request({ op: 'write', vm: instance, data: Buffer.from(text) }).catch(() => undefined),
+    );
+    this.#shells.set(vm.id, shell);
+    try {
+      await host.request({ op: 'start', vm: instance });
+      this.watchAgent(vm, instance);
+      await this.setState(episode, vm, 'running');
+      await shell.waitFor(/smol-guest: ready/, BOOT_READY_MS);
+      await shell.run('true', BOOT_READY_MS);
+      const notes: string[] = [];
+      for (const command of plan.init) {
+        const { output, status } = await shell.run(command, INIT_COMMAND_MS);
+        notes.push(`$ ${command}\n${output}`);
+        if (status !== 0) {
+          throw new ApiFailure(
+            400,
+            `${smolfile.path}: init command ${command} failed with exit status ${status}:\n${output}`,
+          );
+        }
+      }
+      const snapshot = await this.checkpointVm(vm, 'base', { note: notes.join('').slice(-9000) }, plan.baseKey);
+      episode.base = snapshot.id;
+      await this.save(episode);
+    } finally {
+      this.#shells.delete(vm.id);
+    }
+  }
+
+  /** Puts `vm` on `snapshot`: a new native instance restored from it, running (or paused). */
+  protected async restoreInto(
+    episode: EpisodeRecord,
+    vm: VmRecord,
+    snapshot: Snapshot,
+    { paused = false, remint = false } = {},
+  ): Promise<void> {
+    const host = this.host(episode);
+    const instance = this.attach(vm);
+    try {
+      const vsockPath = this.vsockPathOf(instance);
+      const disk: { diskTop?: string } = {};
+      if (this.store.hasDisk(snapshot.id)) {
+        disk.diskTop = this.store.newDiskLayer();
+        this.setDiskTop(instance, disk.diskTop);
+      }
+      await host.request({ op: 'restore', vm: instance, dir: this.store.dirFor(snapshot.id), vsockPath, ...disk });
+      vm.snapshot = snapshot.id;
+      vm.layerHead = snapshot.id;
+      vm.cpus = snapshot.cpus;
+      vm.memoryMiB = Math.round(snapshot.memoryBytes / 2 ** 20);
+      await host.request({ op: 'start', vm: instance });
+      if (paused) await host.request({ op: 'pause', vm: instance });
+      this.watchAgent(vm, instance, { remint });
+    } catch (error) {
+      await this.startFailed(episode, vm, error);
+    }
+    await this.setState(episode, vm, paused ? 'paused' : 'running');
+  }
+
+  /**
+   * A VM whose new instance could not be made or started: no instance is left behind, the VM is `crashed` with the
+   * reason (never `running` with nothing under it), and the error goes on to the caller.
+   */
+  protected async startFailed(episode: EpisodeRecord, vm: VmRecord, error: unknown): Promise<never> {
+    await this.killVm(vm);
+    if (this.episodes.get(episode.id) === episode) {
+      await this.setState(episode, vm, 'crashed', { reason: 'error', code: null, message: (error as Error).message });
+    }
+    throw error;
+  }
+
+  protected async checkpointVm(
+    vm: VmRecord,
+    kind: SnapshotKind,
+    request: CheckpointRequest,
+    baseKey?: string,
+  ): Promise<Snapshot> {
+    this.requireLive(vm);
+    const episode = this.episodeOf(vm);
+    const taken = this.store.list(episode.id).map((s) => s.name);
+    if (request.name !== undefined && taken.includes(request.name)) {
+      throw new ApiFailure(409, `${episode.name} has a snapshot named ${request.name} already`);
+    }
+    const name = request.name ?? freshName(KIND_STEMS[kind], taken, episode.counters);
+    const id = this.store.newSnapshotId();
+    const instance = this.instance(vm);
+    const top = this.diskTopOf(instance);
+    const next = top ? this.store.newDiskLayer() : undefined;
+    let info: CheckpointInfo;
+    try {
+      info = await this.host(episode).request(
+        { op: 'checkpoint', vm: instance, dir: this.store.dirFor(id), ...(next && { diskTop: next }) },
+        (done, total) => this.emit({ type: 'progress', operation: kind, vm: vm.id, done, total }),
+      );
+    } catch (error) {
+      if (top && next) await this.settleFailedDiskSwitch(instance, top, next);
+      throw error;
+    }
+    if (next && this.#instances.get(vm.id) === instance) this.setDiskTop(instance, next);
+    else if (next) rmSync(next, { force: true }); // the instance ended meanwhile: nothing writes it
+    const snapshot = await this.store.publish({
+      id,
+      episode: kind === 'base' ? null : episode.id,
+      parent: kind === 'base' ? null : vm.snapshot,
+      vm: kind === 'base' ? null : vm.id,
+      kind,
+      name: kind === 'base' ? `base-${episode.name}` : name,
+      note: request.note ?? '',
+      layerParentDir: info.parentDir,
+      memoryBytes: info.memoryBytes,
+      cpus: info.cpus,
+      ...(baseKey ? { baseKey } : {}),
+      ...(info.disk ? { diskLayer: info.disk } : {}),
+    });
+    vm.snapshot = snapshot.id;
+    vm.layerHead = snapshot.id;
+    await this.save(episode);
+    if (info.disk) {
+      const file = info.disk;
+      this.#flattenIfDeep(episode, snapshot, file).catch((error: Error) =>
+        this.options.log(`engine: flattening the disk layer of ${snapshot.id} failed: ${error.message}`),
+      );
+    }
+    this.hub(vm).marker(
+      `${KIND_STEMS[kind]} ${snapshot.name}${snapshot.note && kind !== 'base' ? `: ${snapshot.note}` : ''}`,
+    );
+    this.emit({ type: 'snapshot.created', snapshot });
+    this.emit({ type: 'vm.updated', vm: vmView(vm) });
+    if (kind === 'auto') await this.#pruneAuto(episode, vm);
+    return snapshot;
+  }
+
+  /**
+   * Keeps disk chains short (docs/engine.md, "Disks"): when the layer a checkpoint froze sits on FLATTEN_DEPTH
+   * layers or more, the episode's vmhost rewrites it onto the base in the background (same id: layers over it, the
+   * VM's own included, still open), and from then on the snapshot's disk needs no snapshot below it.
+   */
+  async #flattenIfDeep(episode: EpisodeRecord, snapshot: Snapshot, file: string): Promise<void> {
+    const depth = await chainDepth(file, this.store.disksDir);
+    if (depth < FLATTEN_DEPTH) return;
+    const result = await this.host(episode).request({ op: 'flatten', path: file });
+    await this.store.setDiskParent(snapshot.id, null);
+    this.options.log(
+      `engine: flattened the disk layer of ${snapshot.id}: ${result.depthBefore} layers into one ` +
+        `(${Math.round(result.bytes / 2 ** 20)} MiB)`,
+    );
+  }
+
+  /** Checkpoints a live VM (kind `suspend`) and ends its instance; `start` restores it. */
+  protected async suspendVm(vm: VmRecord, byEngine: boolean): Promise<void> {
+    const episode = this.episodeOf(vm);
+    const paused = vm.state === 'paused';
+    // Paused first: what the guest would print between the capture and the kill would be shown and then lost.
+    const host = this.host(episode);
+    const instance = this.instance(vm);
+    if (!paused) await host.request({ op: 'pause', vm: instance });
+    let snapshot: Snapshot;
+    try {
+      snapshot = await this.checkpointVm(vm, 'suspend', {});
+    } catch (error) {
+      if (!paused) await host.request({ op: 'resume', vm: instance }).catch(() => undefined);
+      throw error;
+    }
+    await this.killVm(vm);
+    vm.suspendedAt = snapshot.id;
+    vm.suspendedPaused = paused;
+    vm.resumeOnStart = byEngine;
+    await this.setState(episode, vm, 'suspended');
+  }
+
+  /** Ends the VM's native instance, if it has one; its exit is not reported (the caller sets the new state). */
+  protected async killVm(vm: VmRecord): Promise<void> {
+    this.#disarmAutoCheckpoint(vm.id);
+    const instance = this.#instances.get(vm.id);
+    if (!instance) return;
+    this.#instances.delete(vm.id);
+    this.#forget(instance);
+    const host = this.host(this.episodeOf(vm));
+    if (host.alive) await host.request({ op: 'kill', vm: instance }).catch(() => undefined);
+  }
+
+  /** A clean machine: the base snapshot restored, or a bare kernel booted afresh. Nothing of the VM's past stays. */
+  protected async resetVm(episode: EpisodeRecord, vm: VmRecord): Promise<void> {
+    await this.killVm(vm);
+    this.hub(vm).marker('reset');
+    vm.suspendedAt = null;
+    vm.resumeOnStart = false;
+    const base = episode.base ? this.store.get(episode.base) : undefined;
+    if (base) await this.restoreInto(episode, vm, base, { remint: true });
+    else {
+      const { loadSmolfile } = await import('../smolfile/smolfile.js');
+      const { smolfile } = await loadSmolfile(episode.smolfile.path).catch(() => ({ smolfile: null }));
+      if (!smolfile)
+        throw new ApiFailure(409, `cannot reset ${vm.name}: its Smolfile ${episode.smolfile.path} no longer loads`);
+      await this.bootFresh(episode, vm, smolfile, planBoot(smolfile));
+    }
+  }
+
+  // ---- automatic checkpoints ([snapshots] in the Smolfile) ----
+
+  #armAutoCheckpoint(vm: VmRecord): void {
+    if (this.#autoTimers.has(vm.id)) return;
+    const { everyMs } = this.episodeOf(vm).autoCheckpoint;
+    if (!everyMs) return;
+    const timer = setInterval(() => {
+      if (vm.state !== 'running') return;
+      void this.withLock(vm.id, () => this.checkpointVm(vm, 'auto', {})).catch((error: unknown) =>
+        this.options.log(`engine: automatic checkpoint of ${vm.id} failed: ${(error as Error).message}`),
+      );
+    }, everyMs);
+    timer.unref();
+    this.#autoTimers.set(vm.id, timer);
+  }
+
+  #disarmAutoCheckpoint(id: string): void {
+    clearInterval(this.#autoTimers.get(id));
+    this.#autoTimers.delete(id);
+  }
+
+  protected disarmAll(): void {
+    for (const id of [...this.#autoTimers.keys()]) this.#disarmAutoCheckpoint(id);
+    if (this.#metricsTimer) clearInterval(this.#metricsTimer);
+    this.#metricsTimer = null;
+  }
+
+  async #pruneAuto(episode: EpisodeRecord, vm: VmRecord): Promise<void> {
+    const { keep } = episode.autoCheckpoint;
+    const autos = this.store.list(episode.id).filter((s) => s.kind === 'auto' && s.vm === vm.id);
+    for (const old of autos.slice(0, Math.max(0, autos.length - keep))) {
+      await this.store.delete(old.id);
+      this.emit({ type: 'snapshot.deleted', id: old.id, episode: episode.id });
+    }
+    await this.store.gc(this.liveLayerHeads());
+  }
+}

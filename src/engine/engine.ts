@@ -1,0 +1,619 @@
+// The engine (docs/engine.md): episodes and their VMs, each episode's VMs in one vmhost process, snapshots in the
+// store, consoles in hubs. This file is the API's operations; engine-core.ts is the machinery under them. Every
+// change is persisted before it is announced, and announced as an event.
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import {
+  ApiFailure,
+  type ConsoleAttachment,
+  type ConsoleViewer,
+  type EngineApi,
+  type GuestFile,
+  type GuestProcess,
+  type GuestProcessIo,
+} from '../api/engine-api.js';
+import { AgentError } from '../agent-client/agent-client.js';
+import type {
+  CheckpointRequest,
+  CreateEpisodeRequest,
+  CreateEpisodeResponse,
+  Episode,
+  ExecRequest,
+  ExecResult,
+  ForkResponse,
+  GcResult,
+  Health,
+  ListenRequest,
+  Listener,
+  Logs,
+  MemoryStats,
+  MetricsHistory,
+  RestoreResponse,
+  Screen,
+  Snapshot,
+  UpdateSnapshotRequest,
+  Vm,
+} from '../api/schema.js';
+import { formatProblem, loadSmolfile, type Smolfile } from '../smolfile/smolfile.js';
+import { planBoot, prepareImage } from './boot-plan.js';
+import { EngineCore, type EngineOptions } from './engine-core.js';
+import { METRICS_INTERVAL_MS } from './metrics.js';
+import { EpisodeRecord, LIVE_STATES, freshName, vmView } from './episode-registry.js';
+import { SnapshotStore, newId } from './snapshot-store.js';
+
+export type { EngineOptions } from './engine-core.js';
+
+export class Engine extends EngineCore implements EngineApi {
+  readonly #started = new Date().toISOString();
+  #shuttingDown: Promise<void> | null = null;
+
+  /** Opens the store (recovering it), loads the episodes and resumes the VMs the last engine suspended. */
+  static async open(options: EngineOptions): Promise<Engine> {
+    const store = await SnapshotStore.open(options.home, options.log);
+    const engine = new Engine(store, options);
+    await engine.#load();
+    engine.startMetrics();
+    return engine;
+  }
+
+  async #load(): Promise<void> {
+    for (const { id, record } of this.store.loadEpisodeRecords()) {
+      const parsed = EpisodeRecord.safeParse(record);
+      if (!parsed.success) {
+        this.options.log(`engine: episode ${id} is unreadable and was skipped: ${parsed.error.issues[0]?.message}`);
+        continue;
+      }
+      const episode = parsed.data;
+      this.episodes.set(episode.id, episode);
+      for (const vm of episode.vms) {
+        if (LIVE_STATES.has(vm.state)) {
+          // The previous engine ended without suspending it (killed): its process went with it.
+          vm.state = 'crashed';
+          vm.runningSince = null;
+          vm.exit = { reason: 'crashed', code: null, message: 'the engine ended while this VM ran' };
+          this.options.log(`engine: ${vm.id} (${vm.name}) was running when the last engine ended: marked crashed`);
+        }
+      }
+      await this.save(episode);
+    }
+    const { removed } = await this.store.gc(this.liveLayerHeads());
+    if (removed.length > 0)
+      this.options.log(`engine: removed ${removed.length} unneeded deleted snapshot(s) at start-up`);
+  }
+
+  /** Resumes the VMs that the last engine suspended when it stopped; failures are logged and leave them suspended. */
+  async resumeSuspended(): Promise<void> {
+    const waiting = [...this.episodes.values()].flatMap((ep) => ep.vms.filter((vm) => vm.resumeOnStart));
+    await Promise.all(
+      waiting.map((vm) =>
+        this.start(vm.id).catch((error: unknown) =>
+          this.options.log(`engine: could not resume ${vm.id}: ${(error as Error).message}`),
+        ),
+      ),
+    );
+  }
+
+  // ---- queries ----
+
+  health(): Health {
+    return { version: this.options.version, pid: process.pid, home: this.options.home, started: this.#started };
+  }
+
+  listEpisodes(): Episode[] {
+    const totals = this.store.episodeTotals();
+    return [...this.episodes.values()].map((ep) => this.episodeView(ep, totals));
+  }
+
+  getEpisode(ref: string): Episode {
+    return this.episodeView(this.episode(ref));
+  }
+
+  listVms(): Vm[] {
+    return [...this.episodes.values()].flatMap((ep) => ep.vms.map(vmView));
+  }
+
+  getVm(ref: string): Vm {
+    return vmView(this.vm(ref));
+  }
+
+  listSnapshots(episodeRef: string): Snapshot[] {
+    const episode = this.episode(episodeRef);
+    const base = episode.base ? this.store.get(episode.base) : undefined;
+    return [...(base ? [base] : []), ...this.store.list(episode.id)];
+  }
+
+  getSnapshot(ref: string): Snapshot {
+    return this.store.resolve(ref);
+  }
+
+  logs(vmRef: string, tailLines?: number): Logs {
+    return this.hub(this.vm(vmRef)).logs(tailLines);
+  }
+
+  screen(vmRef: string): Screen {
+    return this.hub(this.vm(vmRef)).screen();
+  }
+
+  recording(vmRef: string): string {
+    return this.hub(this.vm(vmRef)).recordingText();
+  }
+
+  // ---- episodes ----
+
+  /** Image builds, one at a time (two `up`s of one Smolfile must not build its image twice at once). */
+  #imageBuilds: Promise<unknown> = Promise.resolve();
+
+  /** Builds the Smolfile's image if it needs building, with `progress` events (operation `image`) as it goes. */
+  #prepareImage(smolfile: Smolfile): Promise<void> {
+    let lastStep = '';
+    const build = this.#imageBuilds.then(() =>
+      prepareImage(smolfile, ({ step, detail, fraction }) => {
+        if (step !== lastStep) this.options.log(`engine: image ${smolfile.path}: ${step}: ${detail}`);
+        lastStep = step;
+        this.emit({
+          type: 'progress',
+          operation: 'image',
+          vm: null,
+          done: Math.round((fraction ?? 0) * 1000),
+          total: 1000,
+        });
+      }),
+    );
+    this.#imageBuilds = build.catch(() => undefined);
+    return build;
+  }
+
+  async createEpisode(request: CreateEpisodeRequest): Promise<CreateEpisodeResponse> {
+    const file = path.resolve(request.smolfile);
+    let result;
+    try {
+      result = await loadSmolfile(file);
+    } catch (error) {
+      throw new ApiFailure(400, (error as Error).message);
+    }
+    if (!result.smolfile) {
+      const errors = result.problems.filter((p) => p.severity === 'error').map((p) => formatProblem(file, p));
+      throw new ApiFailure(400, `the Smolfile has errors:\n${errors.join('\n')}`);
+    }
+    const smolfile = result.smolfile;
+    await this.#prepareImage(smolfile);
+    const plan = planBoot(smolfile);
+    const text = await readFile(file, 'utf8');
+    // From here to `episodes.set` nothing awaits: two concurrent `up`s cannot take the same name.
+    const names = [...this.episodes.values()].map((ep) => ep.name);
+    if (request.name && names.includes(request.name)) {
+      throw new ApiFailure(409, `an episode named ${request.name} exists already`);
+    }
+    const stem = path.basename(file).replace(/\.smolfile$|\.toml$/, '') || 'episode';
+    const episode: EpisodeRecord = {
+      format: 1,
+      id: newId('ep'),
+      name: request.name ?? freshName(stem, names),
+      smolfile: { path: file, text },
+      created: new Date().toISOString(),
+      base: null,
+      vms: [],
+      autoCheckpoint: { everyMs: smolfile.snapshots.autoCheckpointMs, keep: smolfile.snapshots.keep },
+      counters: {},
+    };
+    const vm = this.newVmRecord(episode, smolfile.cpus, smolfile.memoryMiB, episode.name);
+    this.episodes.set(episode.id, episode);
+    await this.save(episode);
+    this.emit({ type: 'episode.created', episode: this.episodeView(episode) });
+    try {
+      await this.withLock(vm.id, () => this.bootFresh(episode, vm, smolfile, plan));
+    } catch (error) {
+      await this.killVm(vm);
+      if (vm.state !== 'crashed')
+        await this.setState(episode, vm, 'crashed', {
+          reason: 'error',
+          code: null,
+          message: (error as Error).message,
+        });
+      throw error;
+    }
+    return { episode: this.episodeView(episode), vm: vmView(vm) };
+  }
+
+  async deleteEpisode(ref: string, force: boolean): Promise<void> {
+    const episode = this.episode(ref);
+    const live = episode.vms.filter((vm) => LIVE_STATES.has(vm.state));
+    if (live.length > 0 && !force) {
+      throw new ApiFailure(409, `${episode.name} has ${live.length} running VM(s); stop them or use --force`);
+    }
+    await Promise.all(episode.vms.map((vm) => this.withLock(vm.id, () => this.killVm(vm))));
+    await this.closeHost(episode.id);
+    for (const vm of episode.vms) {
+      await this.closeHub(vm.id, 'the episode was deleted');
+      this.metricsHistory.remove(vm.id);
+    }
+    this.episodes.delete(episode.id);
+    await this.store.deleteEpisode(episode.id, this.liveLayerHeads());
+    await this.store.removeEpisodeRecord(episode.id);
+    this.emit({ type: 'episode.deleted', id: episode.id });
+  }
+
+  // ---- VM operations ----
+
+  checkpoint(vmRef: string, request: CheckpointRequest): Promise<Snapshot> {
+    const vm = this.vm(vmRef);
+    return this.withLock(vm.id, () => this.checkpointVm(vm, 'manual', request));
+  }
+
+  forkVm(vmRef: string, count: number): Promise<ForkResponse> {
+    const vm = this.vm(vmRef);
+    const episode = this.episodeOf(vm);
+    return this.withLock(vm.id, async () => {
+      this.requireLive(vm);
+      const host = this.host(episode);
+      const wasRunning = vm.state === 'running';
+      if (wasRunning) await host.request({ op: 'pause', vm: this.instance(vm) });
+      // The children are locked until they run: an `rm` of one waits for the fork instead of racing it.
+      let release = () => {};
+      const held = new Promise<void>((resolve) => (release = resolve));
+      try {
+        // Paused from here to the fork, so the children start exactly at the fork point.
+        const point = await this.checkpointVm(vm, 'fork', {});
+        const children = Array.from({ length: count }, () => this.newChild(episode, vm, point.id));
+        for (const child of children) void this.withLock(child.id, () => held).catch(() => undefined);
+        await this.save(episode);
+        for (const child of children) this.emit({ type: 'vm.updated', vm: vmView(child) });
+        // Each child's console starts with the parent's screen at the fork point.
+        await this.hubs.get(vm.id)?.settled();
+        const screen = this.hubs.get(vm.id)?.screen().serialized;
+        for (const child of children) {
+          if (screen) this.hub(child).push(Buffer.from(screen));
+          this.hub(child).marker(`forked from ${vm.name} at ${point.name}`);
+        }
+        const instances = children.map((child) => this.attach(child));
+        // With a disk, the fork freezes the layer the parent wrote since the fork point (nothing: it was paused),
+        // the parent goes on with a new one and each child gets its own; the fork point owns the frozen one.
+        const parent = this.instance(vm);
+        const top = this.diskTopOf(parent);
+        const disks = top
+          ? { diskTop: this.store.newDiskLayer(), childDiskTops: instances.map(() => this.store.newDiskLayer()) }
+          : {};
+        disks.childDiskTops?.forEach((file, i) => this.setDiskTop(instances[i]!, file));
+        try {
+          const childVsockPaths = instances.map((instance) => this.vsockPathOf(instance));
+          await host.request({ op: 'fork', vm: parent, children: instances, childVsockPaths, ...disks });
+          if (top && disks.diskTop) {
+            this.setDiskTop(parent, disks.diskTop);
+            // A failure here is the store's, not the fork's: the children run, and the first snapshot on it takes it.
+            await this.store
+              .addDiskLayers(point.id, [top])
+              .catch((e: Error) => this.options.log(`engine: the fork point keeps no record of ${top}: ${e.message}`));
+          }
+        } catch (error) {
+          if (top && disks.diskTop && (await this.settleFailedDiskSwitch(parent, top, disks.diskTop))) {
+            await this.store
+              .addDiskLayers(point.id, [top])
+              .catch((e: Error) => this.options.log(`engine: the fork point keeps no record of ${top}: ${e.message}`));
+          }
+          const exit = { reason: 'error', code: null, message: `the fork failed: ${(error as Error).message}` };
+          for (const child of children) {
+            await this.killVm(child);
+            await this.setState(episode, child, 'crashed', exit);
+          }
+          throw error;
+        }
+        children.forEach((child, i) => this.watchAgent(child, instances[i]!, { remint: true }));
+        for (const child of children) await this.setState(episode, child, 'running');
+        this.hub(vm).marker(`fork ×${count} at ${point.name}`);
+        return { children: children.map(vmView), snapshot: point };
+      } finally {
+        release();
+        if (wasRunning && LIVE_STATES.has(vm.state)) await host.request({ op: 'resume', vm: this.instance(vm) });
+      }
+    });
+  }
+
+  async forkSnapshot(snapshotRef: string, count: number): Promise<ForkResponse> {
+    const snapshot = this.store.resolve(snapshotRef);
+    if (!snapshot.episode)
+      throw new ApiFailure(400, `${snapshot.id} is a base snapshot: fork a VM or an episode's snapshot`);
+    const episode = this.episode(snapshot.episode);
+    const source = episode.vms.find((vm) => vm.id === snapshot.vm);
+    const children = Array.from({ length: count }, () => this.newChild(episode, source ?? null, snapshot.id));
+    await this.save(episode);
+    await Promise.all(
+      children.map((child) =>
+        this.withLock(child.id, async () => {
+          this.hub(child).marker(`forked from ${snapshot.name}`);
+          await this.restoreInto(episode, child, snapshot, { remint: true });
+        }),
+      ),
+    );
+    return { children: children.map(vmView), snapshot: null };
+  }
+
+  restore(vmRef: string, snapshotRef: string): Promise<RestoreResponse> {
+    const vm = this.vm(vmRef);
+    const episode = this.episodeOf(vm);
+    const target = this.store.resolve(snapshotRef, episode.id);
+    if (target.episode !== episode.id && target.id !== episode.base) {
+      throw new ApiFailure(400, `${target.name} (${target.id}) belongs to another episode`);
+    }
+    return this.withLock(vm.id, async () => {
+      let savedAs: Snapshot | null = null;
+      if (LIVE_STATES.has(vm.state)) savedAs = await this.checkpointVm(vm, 'restore-point', {});
+      else if (vm.suspendedAt) savedAs = this.store.get(vm.suspendedAt) ?? null;
+      await this.killVm(vm);
+      vm.suspendedAt = null; // where it was is `savedAs` now; a suspended VM restored is no longer suspended
+      vm.resumeOnStart = false;
+      this.hub(vm).marker(`restore ${target.name}`); // before it runs: what follows is the restored VM's
+      await this.restoreInto(episode, vm, target);
+      return { vm: vmView(vm), savedAs };
+    });
+  }
+
+  stop(vmRef: string): Promise<Vm> {
+    const vm = this.vm(vmRef);
+    return this.withLock(vm.id, async () => {
+      this.requireLive(vm);
+      await this.suspendVm(vm, false);
+      return vmView(vm);
+    });
+  }
+
+  start(vmRef: string): Promise<Vm> {
+    const vm = this.vm(vmRef);
+    const episode = this.episodeOf(vm);
+    return this.withLock(vm.id, async () => {
+      if (LIVE_STATES.has(vm.state)) throw new ApiFailure(409, `${vm.name} is ${vm.state} already`);
+      const suspended = vm.state === 'suspended' && vm.suspendedAt ? this.store.get(vm.suspendedAt) : undefined;
+      if (suspended) {
+        const paused = vm.suspendedPaused;
+        this.hub(vm).marker(`resume from ${suspended.name}`);
+        await this.restoreInto(episode, vm, suspended, { paused });
+      } else {
+        await this.resetVm(episode, vm);
+      }
+      vm.resumeOnStart = false;
+      vm.suspendedAt = null;
+      await this.save(episode);
+      return vmView(vm);
+    });
+  }
+
+  pause(vmRef: string): Promise<Vm> {
+    return this.#flip(vmRef, 'running', 'paused');
+  }
+
+  resume(vmRef: string): Promise<Vm> {
+    return this.#flip(vmRef, 'paused', 'running');
+  }
+
+  /** Pause (running → paused) or resume (paused → running): the vCPUs stop or go on, nothing else changes. */
+  #flip(vmRef: string, from: 'running' | 'paused', to: 'running' | 'paused'): Promise<Vm> {
+    const vm = this.vm(vmRef);
+    return this.withLock(vm.id, async () => {
+      if (vm.state !== from) throw new ApiFailure(409, `${vm.name} is ${vm.state}, not ${from}`);
+      const op = to === 'paused' ? 'pause' : 'resume';
+      await this.host(this.episodeOf(vm)).request({ op, vm: this.instance(vm) });
+      await this.setState(this.episodeOf(vm), vm, to);
+      if (to === 'running') this.recheckAgent(vm);
+      return vmView(vm);
+    });
+  }
+
+  reset(vmRef: string): Promise<Vm> {
+    const vm = this.vm(vmRef);
+    return this.withLock(vm.id, async () => {
+      await this.resetVm(this.episodeOf(vm), vm);
+      return vmView(vm);
+    });
+  }
+
+  removeVm(vmRef: string, force: boolean): Promise<void> {
+    const vm = this.vm(vmRef);
+    const episode = this.episodeOf(vm);
+    return this.withLock(vm.id, async () => {
+      if (LIVE_STATES.has(vm.state) && !force) {
+        throw new ApiFailure(409, `${vm.name} is ${vm.state}; stop it first or use --force`);
+      }
+      await this.killVm(vm);
+      await this.closeHub(vm.id, 'the VM was removed');
+      episode.vms = episode.vms.filter((other) => other.id !== vm.id);
+      vm.state = 'destroyed';
+      await this.save(episode);
+      this.metricsHistory.remove(vm.id);
+      this.emit({ type: 'vm.removed', id: vm.id, episode: episode.id });
+      this.emit({ type: 'episode.updated', episode: this.episodeView(episode) });
+    });
+  }
+
+  metrics(vmRef: string): MetricsHistory {
+    const vm = this.vm(vmRef);
+    return { vm: vm.id, intervalMs: METRICS_INTERVAL_MS, samples: this.metricsHistory.samples(vm.id) };
+  }
+
+  async memoryStats(vmRef: string): Promise<MemoryStats> {
+    const vm = this.vm(vmRef);
+    this.requireLive(vm);
+    return await this.host(this.episodeOf(vm)).request({ op: 'stats', vm: this.instance(vm) });
+  }
+
+  writeConsole(vmRef: string, data: string): void {
+    const vm = this.vm(vmRef);
+    this.writeTo(vm, Buffer.from(data));
+  }
+
+  // ---- the guest agent: commands and files (docs/agent.md) ----
+
+  async exec(vmRef: string, request: ExecRequest): Promise<ExecResult> {
+    const vm = this.vm(vmRef);
+    const agent = await this.agentOf(vm);
+    const stdout = new OutputCap('stdout');
+    const stderr = new OutputCap('stderr');
+    const result = await guestCall(
+      agent.exec(request.argv, {
+        ...execOptions(request),
+        ...(request.stdin !== undefined && { stdin: request.stdin }),
+        onStdout: (chunk) => stdout.add(chunk),
+        onStderr: (chunk) => stderr.add(chunk),
+      }),
+    );
+    return { ...exitOf(result), stdout: stdout.text(), stderr: stderr.text() };
+  }
+
+  async spawn(vmRef: string, request: Omit<ExecRequest, 'stdin'>, io: GuestProcessIo): Promise<GuestProcess> {
+    const vm = this.vm(vmRef);
+    const agent = await this.agentOf(vm);
+    const process = agent.spawn(request.argv, {
+      ...execOptions(request),
+      ...(io.stdin && { stdin: io.stdin }),
+      onStdout: io.stdout,
+      onStderr: io.stderr,
+    });
+    process.result.catch(() => undefined); // a start that fails rejects both; the caller hears it through pid
+    await guestCall(process.pid);
+    return {
+      exit: guestCall(process.result).then(exitOf),
+      kill: (signal) => guestCall(process.kill(signal)),
+    };
+  }
+
+  async readFile(vmRef: string, path: string): Promise<GuestFile> {
+    const vm = this.vm(vmRef);
+    const agent = await this.agentOf(vm);
+    const file = await guestCall(agent.openFile(path));
+    return { size: file.size, mode: file.mode, stream: file.stream as AsyncIterable<Buffer> };
+  }
+
+  async writeFile(
+    vmRef: string,
+    path: string,
+    data: AsyncIterable<Uint8Array>,
+    mode?: number,
+  ): Promise<{ bytes: number }> {
+    const vm = this.vm(vmRef);
+    const agent = await this.agentOf(vm);
+    return await guestCall(agent.writeFile(path, data, { ...(mode !== undefined && { mode }), mkdirs: true }));
+  }
+
+  attachConsole(vmRef: string, viewer: ConsoleViewer): ConsoleAttachment {
+    const vm = this.vm(vmRef);
+    const attachment = this.hub(vm).attach(viewer);
+    return {
+      write: (data) => this.writeTo(vm, typeof data === 'string' ? Buffer.from(data) : data),
+      detach: () => attachment.detach(),
+    };
+  }
+
+  async updateSnapshot(ref: string, request: UpdateSnapshotRequest): Promise<Snapshot> {
+    const snapshot = await this.store.update(this.store.resolve(ref).id, request);
+    this.emit({ type: 'snapshot.updated', snapshot });
+    return snapshot;
+  }
+
+  async deleteSnapshot(ref: string): Promise<void> {
+    const snapshot = this.store.resolve(ref);
+    if (snapshot.kind === 'base') throw new ApiFailure(409, `${snapshot.id} is a base snapshot; delete its episodes`);
+    await this.store.delete(snapshot.id);
+    this.emit({ type: 'snapshot.deleted', id: snapshot.id, episode: snapshot.episode });
+    await this.store.gc(this.liveLayerHeads());
+  }
+
+  gc(): Promise<GcResult> {
+    return this.store.gc(this.liveLayerHeads());
+  }
+
+  /** Set by the engine process: its API server's TCP listeners, for `smol serve`. */
+  listeners: {
+    add: (host: string, port: number) => Promise<Listener>;
+    close: (port: number) => Promise<boolean>;
+  } | null = null;
+
+  async listen(request: ListenRequest): Promise<Listener> {
+    if (!this.listeners) throw new ApiFailure(503, 'this engine cannot open TCP listeners');
+    try {
+      const listener = await this.listeners.add(request.host, request.port);
+      this.options.log(`engine: listening on ${request.host}:${listener.port} (token required)`);
+      return listener;
+    } catch (error) {
+      throw new ApiFailure(400, `cannot listen on ${request.host}:${request.port}: ${(error as Error).message}`);
+    }
+  }
+
+  async unlisten(port: number): Promise<void> {
+    if (!(await this.listeners?.close(port))) throw new ApiFailure(404, `no TCP listener on port ${port}`);
+    this.options.log(`engine: stopped listening on port ${port}`);
+  }
+
+  /** Set by the engine process: how an API request to stop the engine ends it (after answering). */
+  onShutdownRequest: (() => void) | null = null;
+
+  async shutdown(): Promise<void> {
+    if (this.onShutdownRequest) setImmediate(this.onShutdownRequest);
+    else await this.suspendAll();
+  }
+
+  /** Suspends every live VM (resumed when an engine starts again), then ends the vmhosts. */
+  suspendAll(): Promise<void> {
+    this.#shuttingDown ??= (async () => {
+      this.disarmAll();
+      // Every VM, after whatever is queued on it already (a queued start makes it live): live ones are suspended.
+      const all = [...this.episodes.values()].flatMap((ep) => ep.vms);
+      const suspended = all.map((vm) =>
+        this.withLock(vm.id, async () => {
+          if (LIVE_STATES.has(vm.state)) await this.suspendVm(vm, true);
+        }).catch((error: unknown) =>
+          this.options.log(`engine: could not suspend ${vm.id}: ${(error as Error).message}`),
+        ),
+      );
+      this.stopping = true; // operations asked for from now on are refused
+      await Promise.all(suspended);
+      await this.closeHosts();
+      await Promise.all([...this.hubs.keys()].map((id) => this.closeHub(id, 'the engine stopped')));
+    })();
+    return this.#shuttingDown;
+  }
+}
+
+/** The agent's options from an exec request. */
+function execOptions(request: Omit<ExecRequest, 'stdin'>) {
+  return {
+    ...(request.env && { env: request.env }),
+    ...(request.cwd !== undefined && { cwd: request.cwd }),
+    ...(request.timeoutMs !== undefined && { timeoutMs: request.timeoutMs }),
+  };
+}
+
+function exitOf(result: { exitCode: number | null; signal: string | null; timedOut: boolean }) {
+  return { exitCode: result.exitCode, signal: result.signal, timedOut: result.timedOut };
+}
+
+/** What the guest refused (no such file, not executable, …) is the caller's 400; a lost agent is 503. */
+async function guestCall<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    if (!(error instanceof AgentError)) throw error;
+    // ECANCELED: the VM ended (killed, reset, stopped) while the call ran, and its connection with it.
+    const lost = ['ECONNRESET', 'EPIPE', 'ENOTCONN', 'ETIMEDOUT', 'EPROTO', 'ECANCELED'].includes(error.code);
+    throw new ApiFailure(lost ? 503 : 400, error.message);
+  }
+}
+
+/** A collected output stream, cut at MAX_COLLECTED bytes (the exec WebSocket streams any amount). */
+class OutputCap {
+  static readonly MAX_COLLECTED = 16 << 20;
+  readonly #chunks: Buffer[] = [];
+  #bytes = 0;
+  #dropped = 0;
+
+  constructor(readonly name: string) {}
+
+  add(chunk: Buffer): void {
+    const room = OutputCap.MAX_COLLECTED - this.#bytes;
+    if (room > 0) this.#chunks.push(chunk.subarray(0, room));
+    this.#bytes += Math.min(room, chunk.length);
+    this.#dropped += Math.max(0, chunk.length - Math.max(0, room));
+  }
+
+  text(): string {
+    const text = Buffer.concat(this.#chunks).toString('utf8');
+    return this.#dropped ? `${text}\n[smol: ${this.#dropped} more bytes of ${this.name} not shown]\n` : text;
+  }
+}
