@@ -29,7 +29,13 @@ export function Replay({ vmId }: { vmId: string }) {
         </p>
       )}
       {result.state === 'ready' && (
-        <Player recording={result.recording} vmId={vmId} episodeId={episodeId} reload={result.reload} />
+        <Player
+          recording={result.recording}
+          problem={result.problem}
+          vmId={vmId}
+          episodeId={episodeId}
+          reload={result.reload}
+        />
       )}
     </section>
   );
@@ -40,15 +46,19 @@ function Player({
   vmId,
   episodeId,
   reload,
+  problem,
 }: {
   recording: Recording;
   vmId: string;
   episodeId: string;
   reload: () => void;
+  problem: string | undefined;
 }) {
   const { store } = useApp();
   const host = useRef<HTMLDivElement>(null);
-  const term = useRef<{ terminal: Terminal; fit: FitAddon; shown: number } | null>(null);
+  /** The terminal and what it shows: output events [0, shown) of `drawn`, a recording this one continues. */
+  const term = useRef<{ terminal: Terminal; fit: FitAddon; shown: number; drawn: Recording } | null>(null);
+  // Opens at the end (what the console shows now); a recording fetched again (a new marker) keeps the position.
   const [time, setTime] = useState(recording.duration);
   const [playing, setPlaying] = useState(false);
   const [speed, setSpeed] = useState(1);
@@ -56,11 +66,13 @@ function Player({
   const timeline = useAppState(useShallow((s) => s.engine.timeline[episodeId] ?? []));
   const byId = useAppState((s) => s.engine.snapshots);
   const snapshots = useMemo(() => snapshotsOf(base, timeline, byId), [base, timeline, byId]);
+  // The terminal is made once per VM (the Player is keyed by it): every recording of one VM has the same size.
+  const size = useRef({ cols: recording.width, rows: recording.height });
+  const duration = recording.duration;
 
   useEffect(() => {
     const terminal = new Terminal({
-      cols: recording.width,
-      rows: recording.height,
+      ...size.current,
       disableStdin: true,
       theme: TERMINAL_THEME,
       fontSize: 12,
@@ -71,7 +83,7 @@ function Player({
     terminal.loadAddon(fit);
     terminal.open(host.current!);
     terminal.textarea?.setAttribute('aria-label', 'Replayed console (read only)');
-    term.current = { terminal, fit, shown: 0 };
+    term.current = { terminal, fit, shown: 0, drawn: recording };
     const observer = new ResizeObserver(() => host.current?.clientWidth && fit.fit());
     observer.observe(host.current!);
     return () => {
@@ -79,12 +91,21 @@ function Player({
       terminal.dispose();
       term.current = null;
     };
-  }, [recording]);
+    // Made once per VM (see `size`): `recording` is only the first one drawn.
+  }, []);
 
-  // Draw the screen at `time`: forward by writing what came since, backward by starting over.
+  // Draw the screen at `time`: forward by writing what came since, backward (or onto a recording that does not
+  // continue the one drawn) by starting over.
   useEffect(() => {
     const t = term.current;
     if (!t) return;
+    if (t.drawn !== recording) {
+      if (!continues(recording, t.drawn, t.shown)) {
+        t.terminal.reset();
+        t.shown = 0;
+      }
+      t.drawn = recording;
+    }
     const upTo = outputIndexAt(recording, time);
     if (upTo < t.shown) {
       t.terminal.reset();
@@ -101,30 +122,33 @@ function Player({
     }
   }, [recording, time]);
 
+  // Playing: each frame moves the position by the time since the last frame, times the speed. The position is read
+  // from a ref the frame keeps, not from a state updater's closure (which React runs later).
+  const position = useRef(time);
+  position.current = time;
   useEffect(() => {
     if (!playing) return;
     let last = performance.now();
     let frame = requestAnimationFrame(function tick(now) {
-      const next = (current: number) => Math.min(recording.duration, current + ((now - last) / 1000) * speed);
+      const elapsed = Math.max(0, now - last) / 1000;
       last = now;
-      setTime((current) => {
-        const t = next(current);
-        if (t >= recording.duration) setPlaying(false);
-        return t;
-      });
-      frame = requestAnimationFrame(tick);
+      const next = Math.min(duration, position.current + elapsed * speed);
+      position.current = next;
+      setTime(next);
+      if (next >= duration) setPlaying(false);
+      else frame = requestAnimationFrame(tick);
     });
     return () => cancelAnimationFrame(frame);
-  }, [playing, speed, recording]);
+  }, [playing, speed, duration]);
 
   const here = snapshotAt(recording, time, snapshots);
-  const duration = Math.max(recording.duration, 0.001);
+  const span = Math.max(duration, 0.001);
   return (
     <div className="player">
       <div className="toolbar small">
         <button
           onClick={() => {
-            if (!playing && time >= recording.duration) setTime(0);
+            if (!playing && time >= duration) setTime(0);
             setPlaying(!playing);
           }}
           aria-label={playing ? 'Pause replay' : 'Play replay'}
@@ -142,7 +166,7 @@ function Player({
           </select>
         </label>
         <span className="clock" aria-live="off">
-          {formatClock(time)} / {formatClock(recording.duration)}
+          {formatClock(time)} / {formatClock(duration)}
         </span>
         <div className="spacer" />
         <button
@@ -168,7 +192,7 @@ function Player({
         <input
           type="range"
           min={0}
-          max={duration}
+          max={span}
           step={0.01}
           value={time}
           aria-label="Replay position"
@@ -183,7 +207,7 @@ function Player({
             <button
               key={i}
               className={`marker marker-${marker.kind}`}
-              style={{ left: `${(marker.time / duration) * 100}%` }}
+              style={{ left: `${(marker.time / span) * 100}%` }}
               title={`${formatClock(marker.time)} ${marker.label}`}
               aria-label={`Marker: ${marker.label} at ${formatClock(marker.time)}`}
               onClick={() => {
@@ -194,10 +218,24 @@ function Player({
           ))}
         </div>
       </div>
+      {problem && (
+        <p className="error small" role="alert">
+          Fetching the recording again failed ({problem}): this is the recording as it was.
+        </p>
+      )}
       {recording.skipped > 0 && (
         <p className="muted small">{recording.skipped} unreadable line(s) of the recording were skipped.</p>
       )}
       <div className="replay-host" ref={host} data-testid="replay" />
     </div>
   );
+}
+
+/** Whether `next` starts with the first `shown` output events of `drawn` (a recording fetched again only grows). */
+function continues(next: Recording, drawn: Recording, shown: number): boolean {
+  if (shown === 0) return true;
+  if (next.output.length < shown) return false;
+  const a = next.output[shown - 1]!;
+  const b = drawn.output[shown - 1]!;
+  return a.time === b.time && a.data === b.data;
 }

@@ -1,11 +1,15 @@
 // A VM's console recording, fetched from the engine (GET /vms/:vm/recording) and parsed; fetched again when `key`
-// changes (a new snapshot adds a marker).
+// changes (a new snapshot adds a marker). While a fetch again is under way the recording already shown stays, so a
+// player keeps its place and its terminal: it gets the longer recording when it arrives.
 import { useEffect, useState } from 'react';
 import { useApp } from '../app-context.js';
 import { parseAsciicast, type Recording } from './asciicast.js';
 
 export type RecordingState =
-  { state: 'loading' } | { state: 'ready'; recording: Recording } | { state: 'failed'; message: string };
+  | { state: 'loading' }
+  /** `problem`: fetching it again failed; the recording shown is the one fetched before. */
+  | { state: 'ready'; recording: Recording; problem?: string }
+  | { state: 'failed'; message: string };
 
 export function useRecording(vmId: string | null, key: unknown): RecordingState & { reload: () => void } {
   const { transport } = useApp();
@@ -14,14 +18,20 @@ export function useRecording(vmId: string | null, key: unknown): RecordingState 
   useEffect(() => {
     if (!vmId) return;
     let current = true;
-    setResult({ state: 'loading' });
+    // Only the first fetch shows "loading"; a failed one is tried again in view of its error.
+    setResult((shown) => (shown.state === 'ready' ? shown : { state: 'loading' }));
     transport
       .request<string>('GET', `/vms/${encodeURIComponent(vmId)}/recording`)
       .then((text) => {
         if (current) setResult({ state: 'ready', recording: parseAsciicast(typeof text === 'string' ? text : '') });
       })
       .catch((error: Error) => {
-        if (current) setResult({ state: 'failed', message: error.message });
+        if (!current) return;
+        setResult((shown) =>
+          shown.state === 'ready'
+            ? { state: 'ready', recording: shown.recording, problem: error.message }
+            : { state: 'failed', message: error.message },
+        );
       });
     return () => {
       current = false;
