@@ -15,7 +15,7 @@ import { parseInput } from '../api/request-errors.js';
 import { FILE_ROUTE, ROUTES, WEBSOCKET_ROUTES, matchPath, type Params, type Route } from '../api/routes.js';
 import { API_PREFIX, FileQuery, Ref } from '../api/schema.js';
 import { rejectUpgrade, streamConsole, streamEvents, streamExec } from './api-websockets.js';
-import { StaticFailure, resolveStatic, sendStatic } from './static-files.js';
+import { StaticFailure, resolveStatic, sendFailurePage, sendStatic } from './static-files.js';
 
 export interface ApiServerOptions {
   api: EngineApi;
@@ -205,6 +205,7 @@ function serveUi(root: string, gate: Gate | null, url: URL, req: http.IncomingMe
   try {
     found = resolveStatic(root, url.pathname);
   } catch (error) {
+    if (error instanceof StaticFailure && error.page !== null) return sendFailurePage(req, res, error);
     if (error instanceof StaticFailure) throw new HttpError(error.status, error.message);
     throw error;
   }

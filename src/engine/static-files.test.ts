@@ -126,28 +126,98 @@ describe('the UI in web mode', () => {
     expect(post.headers.allow).toBe('GET, HEAD');
   });
 
-  it('says the UI is not built when its directory is missing', async () => {
+  /** A server whose UI directory is `uiRoot`, asked for `paths` with the token; closed after. */
+  const askBroken = async (uiRoot: string, paths: string[]) => {
     const bare = await startApiServer({
       api: {} as EngineApi,
-      socketPath: path.join(dir, 'bare.sock'),
+      socketPath: path.join(dir, `bare-${path.basename(uiRoot)}.sock`),
       tcp: { host: '127.0.0.1', port: 0, token },
-      staticRoot: path.join(dir, 'no-such-dir'),
+      staticRoot: uiRoot,
     });
-    const answer = await new Promise<Answer>((resolve, reject) => {
-      const req = http.get(
-        { host: '127.0.0.1', port: Number(new URL(bare.url!).port), path: '/', headers: auth },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (chunk: Buffer) => chunks.push(chunk));
-          res.on('end', () =>
-            resolve({ status: res.statusCode!, headers: res.headers, text: Buffer.concat(chunks).toString() }),
+    const answers: Answer[] = [];
+    for (const wanted of paths) {
+      answers.push(
+        await new Promise<Answer>((resolve, reject) => {
+          const req = http.get(
+            { host: '127.0.0.1', port: Number(new URL(bare.url!).port), path: wanted, headers: auth },
+            (res) => {
+              const chunks: Buffer[] = [];
+              res.on('data', (chunk: Buffer) => chunks.push(chunk));
+              res.on('end', () =>
+                resolve({ status: res.statusCode!, headers: res.headers, text: Buffer.concat(chunks).toString() }),
+              );
+            },
           );
-        },
+          req.on('error', reject);
+        }),
       );
-      req.on('error', reject);
-    });
+    }
     await bare.close();
-    expect(answer.status).toBe(404);
-    expect(JSON.parse(answer.text).error.message).toMatch(/the UI is not built .*npm run build:renderer/);
+    return answers;
+  };
+  /** A built UI in its own directory, with `files` (name to content) instead of the good ones. */
+  const brokenUi = (name: string, files: Record<string, string>) => {
+    const ui = path.join(dir, name);
+    mkdirSync(path.join(ui, 'assets'), { recursive: true });
+    const page =
+      '<!doctype html><title>Smol Studio</title><link rel="icon" href="./favicon.svg">' +
+      '<script type="module" crossorigin src="./assets/index-AbCd1234.js"></script>' +
+      '<link rel="stylesheet" crossorigin href="/assets/index-AbCd1234.css">';
+    const all = {
+      'index.html': page,
+      'assets/index-AbCd1234.js': 'go()',
+      'assets/index-AbCd1234.css': 'b{}',
+      ...files,
+    };
+    for (const [file, text] of Object.entries(all)) if (text !== null) writeFileSync(path.join(ui, file), text);
+    return ui;
+  };
+  /** What a browser shows for the page: the status, and the page's text without its tags. */
+  const shown = (answer: Answer) => answer.text.replace(/<style>[^<]*<\/style>/, '').replace(/<[^>]+>/g, ' ');
+
+  it('answers the page with what is missing and the command that builds it when the UI is not built', async () => {
+    const missing = path.join(dir, 'no-such-dir');
+    const [page, asset] = await askBroken(missing, ['/?token=x', '/assets/index-AbCd1234.js']);
+    expect(page!.status).toBe(503);
+    expect(page!.headers['content-type']).toBe('text/html; charset=utf-8');
+    expect(page!.headers['content-security-policy']).toBe(CONTENT_SECURITY_POLICY);
+    expect(page!.headers['cache-control']).toBe('no-store');
+    expect(shown(page!)).toContain('The UI is not built');
+    expect(shown(page!)).toContain(`${missing} does not exist`);
+    expect(shown(page!)).toContain('npm run build:renderer');
+    // A script or style asked for (not the page): the API's JSON error, saying the same.
+    expect(asset!.status).toBe(503);
+    expect(JSON.parse(asset!.text).error.message).toMatch(
+      /the UI is not built .*does not exist.*npm run build:renderer/,
+    );
+  });
+
+  it('refuses a blank page: an empty index.html, or a script or style it loads missing or empty', async () => {
+    const cases: [string, Record<string, string>, RegExp][] = [
+      ['empty-page', { 'index.html': '' }, /index\.html is empty \(0 bytes\)/],
+      [
+        'empty-script',
+        { 'assets/index-AbCd1234.js': '' },
+        /assets\/index-AbCd1234\.js, which the page loads, is empty/,
+      ],
+      ['no-style', {}, /assets\/index-AbCd1234\.css, which the page loads, does not exist/],
+    ];
+    for (const [name, files, said] of cases) {
+      const ui = brokenUi(name, files);
+      if (name === 'no-style') rmSync(path.join(ui, 'assets', 'index-AbCd1234.css'));
+      const [root, index, script] = await askBroken(ui, ['/', '/index.html', '/assets/index-AbCd1234.js']);
+      for (const page of [root!, index!]) {
+        expect(page.status, name).toBe(503);
+        expect(shown(page), name).toMatch(said);
+        expect(shown(page), name).toContain('npm run build:renderer');
+      }
+      // The empty script itself is refused too (a cached page asking for it would run nothing).
+      if (name === 'empty-script') expect(script!.status).toBe(503);
+      else expect(script!.status).toBe(200);
+    }
+    // The same files whole serve the page (the icon it names is not needed for it to work).
+    const [good] = await askBroken(brokenUi('whole', {}), ['/']);
+    expect(good).toMatchObject({ status: 200 });
+    expect(good!.text).toContain('<title>Smol Studio</title>');
   });
 });
