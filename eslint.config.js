@@ -31,8 +31,8 @@ export default defineConfig(
       ],
     },
   },
-  // The renderer talks to the engine only through the API's schema and types (src/api/schema.ts) and the desktop
-  // bridge's types (electron/preload/bridge-types.ts), never their code.
+  // The renderer talks to the engine only through the API's schema and operations (src/api/schema.ts,
+  // operations.ts: browser-safe) and the desktop bridge's types (electron/preload/bridge-types.ts), never their code.
   {
     files: ['renderer/src/**/*.{ts,tsx}'],
     rules: {
@@ -41,9 +41,9 @@ export default defineConfig(
         {
           patterns: [
             {
-              regex: '^(\\.\\./)+(src|sdk|electron)/(?!api/schema(\\.js)?$|preload/bridge-types(\\.js)?$)',
+              regex: '^(\\.\\./)+(src|sdk|electron)/(?!api/(schema|operations)(\\.js)?$|preload/bridge-types(\\.js)?$)',
               message:
-                'outside renderer/, the renderer imports only src/api/schema.js and electron/preload/bridge-types.js',
+                'outside renderer/, the renderer imports only src/api/schema.js, src/api/operations.js and electron/preload/bridge-types.js',
             },
             {
               regex: '^(electron|node:.*)$',

@@ -129,7 +129,7 @@ export async function startUiEngine(): Promise<UiEngine> {
         const local = new ApiClient({ socketPath: path.join(home!, 'engine.sock') });
         const pid = enginePid(home!);
         await Promise.race([
-          local.request('POST', '/api/v1/engine/shutdown').catch(() => undefined),
+          local.call('shutdown').catch(() => undefined),
           new Promise((resolve) => setTimeout(resolve, 10_000)),
         ]);
         local.close();

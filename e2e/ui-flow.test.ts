@@ -52,11 +52,10 @@ const consoleText = () => page.locator('[data-testid=console] .xterm-rows').inne
 const vmTabs = () => page.getByRole('tab', { name: /^VM / });
 
 async function episodes(): Promise<Episode[]> {
-  return (await engine.api.request<{ episodes: Episode[] }>('GET', '/api/v1/episodes')).episodes;
+  return (await engine.api.call('listEpisodes')).episodes;
 }
 async function snapshots(episode: string): Promise<Snapshot[]> {
-  return (await engine.api.request<{ snapshots: Snapshot[] }>('GET', `/api/v1/episodes/${episode}/snapshots`))
-    .snapshots;
+  return (await engine.api.call('listSnapshots', { params: { episode } })).snapshots;
 }
 
 beforeAll(async () => {

@@ -32,9 +32,11 @@ describe('layers enforced by the linter', () => {
   it('the renderer may import the API schema but not the engine', async () => {
     const schema = "import type { Vm } from '../../../src/api/schema.js';\nexport type A = Vm;\n";
     expect(await problems('renderer/src/store/fixture.ts', schema)).toEqual([]);
+    const operations = "import { OPERATIONS } from '../../../src/api/operations.js';\nexport const a = OPERATIONS;\n";
+    expect(await problems('renderer/src/store/fixture.ts', operations)).toEqual([]);
     const engine = "import { Engine } from '../../../src/engine/engine.js';\nexport const a = Engine;\n";
     expect(await problems('renderer/src/store/fixture.ts', engine)).toEqual([
-      expect.stringMatching(/^no-restricted-imports: .*only src\/api\/schema\.js/),
+      expect.stringMatching(/^no-restricted-imports: .*only src\/api\/schema\.js, src\/api\/operations\.js/),
     ]);
     const node = "import fs from 'node:fs';\nexport const a = fs;\n";
     expect(await problems('renderer/src/store/fixture.ts', node)).toEqual([

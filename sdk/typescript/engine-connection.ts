@@ -19,7 +19,7 @@ export interface ConnectOptions {
 
 async function health(client: ApiClient): Promise<Health | null> {
   try {
-    return await client.request<Health>('GET', '/api/v1/health');
+    return await client.call('health');
   } catch {
     return null;
   }

@@ -25,8 +25,6 @@ export type { ExecExit } from '../../src/api/api-client.js';
 /** The agent's own exec options: env, cwd, stdin, timeoutMs, onStdout and onStderr. */
 export type { ExecOptions } from '../../src/agent-client/agent-process.js';
 
-const enc = encodeURIComponent;
-
 export interface ExecResult extends ExecExit {
   /** What the command wrote, when no onStdout / onStderr callback was given (else empty). */
   stdout: Buffer;
@@ -43,47 +41,46 @@ export class Smol {
 
   /** A new episode from a Smolfile; its first VM is running when this resolves. */
   up(smolfile: string, options: { name?: string } = {}): Promise<CreateEpisodeResponse> {
-    return this.api.request('POST', '/api/v1/episodes', { smolfile: path.resolve(smolfile), ...options });
+    return this.api.call('createEpisode', { body: { smolfile: path.resolve(smolfile), ...options } });
   }
 
   async episodes(): Promise<Episode[]> {
-    return (await this.api.request<{ episodes: Episode[] }>('GET', '/api/v1/episodes')).episodes;
+    return (await this.api.call('listEpisodes')).episodes;
   }
 
   episode(ref: string): Promise<Episode> {
-    return this.api.request('GET', `/api/v1/episodes/${enc(ref)}`);
+    return this.api.call('getEpisode', { params: { episode: ref } });
   }
 
   async vms(): Promise<Vm[]> {
-    return (await this.api.request<{ vms: Vm[] }>('GET', '/api/v1/vms')).vms;
+    return (await this.api.call('listVms')).vms;
   }
 
   vm(ref: string): Promise<Vm> {
-    return this.api.request('GET', `/api/v1/vms/${enc(ref)}`);
+    return this.api.call('getVm', { params: { vm: ref } });
   }
 
   /** The episode's snapshots in creation order (the timeline); `parent` links make the tree. */
   async snapshots(episodeRef: string): Promise<Snapshot[]> {
-    const path = `/api/v1/episodes/${enc(episodeRef)}/snapshots`;
-    return (await this.api.request<{ snapshots: Snapshot[] }>('GET', path)).snapshots;
+    return (await this.api.call('listSnapshots', { params: { episode: episodeRef } })).snapshots;
   }
 
   snapshot(ref: string): Promise<Snapshot> {
-    return this.api.request('GET', `/api/v1/snapshots/${enc(ref)}`);
+    return this.api.call('getSnapshot', { params: { snapshot: ref } });
   }
 
   /** Renames a snapshot or changes its note. */
   updateSnapshot(ref: string, changes: { name?: string; note?: string }): Promise<Snapshot> {
-    return this.api.request('PATCH', `/api/v1/snapshots/${enc(ref)}`, changes);
+    return this.api.call('updateSnapshot', { params: { snapshot: ref }, body: changes });
   }
 
   /** Deletes a snapshot; its memory layer stays while a later snapshot or a live VM needs it. */
   async deleteSnapshot(ref: string): Promise<void> {
-    await this.api.request('DELETE', `/api/v1/snapshots/${enc(ref)}`);
+    await this.api.call('deleteSnapshot', { params: { snapshot: ref } });
   }
 
   checkpoint(vmRef: string, options: { name?: string; note?: string } = {}): Promise<Snapshot> {
-    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/checkpoint`, options);
+    return this.api.call('checkpoint', { params: { vm: vmRef }, body: options });
   }
 
   /** `count` new VMs from a running VM (which keeps running) or from a snapshot. */
@@ -92,53 +89,54 @@ export class Smol {
     count = 1,
     from: 'vm' | 'snapshot' = ref.startsWith('sn-') ? 'snapshot' : 'vm',
   ): Promise<ForkResponse> {
-    const base = from === 'vm' ? 'vms' : 'snapshots';
-    return this.api.request('POST', `/api/v1/${base}/${enc(ref)}/fork`, { count });
+    return from === 'vm'
+      ? this.api.call('forkVm', { params: { vm: ref }, body: { count } })
+      : this.api.call('forkSnapshot', { params: { snapshot: ref }, body: { count } });
   }
 
   /** Moves the VM to `snapshotRef`, checkpointing where it was first (`savedAs`). */
   restore(vmRef: string, snapshotRef: string): Promise<RestoreResponse> {
-    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/restore`, { snapshot: snapshotRef });
+    return this.api.call('restore', { params: { vm: vmRef }, body: { snapshot: snapshotRef } });
   }
 
   /** A clean machine from the Smolfile's base snapshot. */
   reset(vmRef: string): Promise<Vm> {
-    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/reset`);
+    return this.api.call('resetVm', { params: { vm: vmRef } });
   }
 
   stop(vmRef: string): Promise<Vm> {
-    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/stop`);
+    return this.api.call('stopVm', { params: { vm: vmRef } });
   }
 
   start(vmRef: string): Promise<Vm> {
-    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/start`);
+    return this.api.call('startVm', { params: { vm: vmRef } });
   }
 
   pause(vmRef: string): Promise<Vm> {
-    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/pause`);
+    return this.api.call('pauseVm', { params: { vm: vmRef } });
   }
 
   resume(vmRef: string): Promise<Vm> {
-    return this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/resume`);
+    return this.api.call('resumeVm', { params: { vm: vmRef } });
   }
 
   /** Removes a VM (killing it); its snapshots stay with the episode. */
   async removeVm(vmRef: string): Promise<void> {
-    await this.api.request('DELETE', `/api/v1/vms/${enc(vmRef)}?force=true`);
+    await this.api.call('removeVm', { params: { vm: vmRef }, query: { force: 'true' } });
   }
 
   /** Kills every VM of the episode and deletes it with its snapshots. */
   async destroy(episodeRef: string): Promise<void> {
-    await this.api.request('DELETE', `/api/v1/episodes/${enc(episodeRef)}?force=true`);
+    await this.api.call('deleteEpisode', { params: { episode: episodeRef }, query: { force: 'true' } });
   }
 
   memory(vmRef: string): Promise<MemoryStats> {
-    return this.api.request('GET', `/api/v1/vms/${enc(vmRef)}/memory`);
+    return this.api.call('memoryStats', { params: { vm: vmRef } });
   }
 
   /** The VM's CPU (% of one host CPU) and memory over the last few minutes, oldest first. */
   metrics(vmRef: string): Promise<MetricsHistory> {
-    return this.api.request('GET', `/api/v1/vms/${enc(vmRef)}/metrics`);
+    return this.api.call('metrics', { params: { vm: vmRef } });
   }
 
   /**
@@ -185,19 +183,19 @@ export class Smol {
 
   /** Types `text` into the VM's console. */
   async write(vmRef: string, text: string): Promise<void> {
-    await this.api.request('POST', `/api/v1/vms/${enc(vmRef)}/console`, { data: text });
+    await this.api.call('writeConsole', { params: { vm: vmRef }, body: { data: text } });
   }
 
   logs(vmRef: string, tail?: number): Promise<Logs> {
-    return this.api.request('GET', `/api/v1/vms/${enc(vmRef)}/logs${tail ? `?tail=${tail}` : ''}`);
+    return this.api.call('logs', { params: { vm: vmRef }, query: { tail } });
   }
 
   screen(vmRef: string): Promise<Screen> {
-    return this.api.request('GET', `/api/v1/vms/${enc(vmRef)}/screen`);
+    return this.api.call('screen', { params: { vm: vmRef } });
   }
 
   gc(): Promise<GcResult> {
-    return this.api.request('POST', '/api/v1/gc');
+    return this.api.call('gc');
   }
 
   /** Live console: the current screen first, then output as it comes; `write` types into it. */

@@ -6,6 +6,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import WebSocket, { type RawData } from 'ws';
 import { API_PREFIX, type EngineEvent, type ExecRequest, type ExecResult } from './schema.js';
+import { operationRequest, type CallArgs, type OperationName, type ResponseOf } from './operations.js';
 
 /** How a command in the guest ended. */
 export type ExecExit = Pick<ExecResult, 'exitCode' | 'signal' | 'timedOut'>;
@@ -81,6 +82,14 @@ export class ApiClient {
   close(): void {
     for (const ws of this.#streams) ws.close();
     this.#agent.destroy();
+  }
+
+  /**
+   * One API operation by its name (operations.ts), typed from the route table: `call('getVm', { params: { vm } })`.
+   */
+  call<O extends OperationName>(name: O, ...[input]: CallArgs<O>): Promise<ResponseOf<O>> {
+    const { method, path, body } = operationRequest(name, input);
+    return this.request<ResponseOf<O>>(method, path, body);
   }
 
   /** One request; resolves with the parsed JSON (a string for other types, undefined when there is no body). */

@@ -115,7 +115,9 @@ export async function engineStage(smol: Smol, smolfile: string, lines: number): 
     checkLines(Buffer.concat(chunks).toString('latin1'), lines, 'the engine stage');
     return (lines * LINE_BYTES) / ((end - start) / 1000);
   } finally {
-    await smol.api.request('DELETE', `/api/v1/episodes/${episode.id}?force=true`).catch(() => undefined);
+    await smol.api
+      .call('deleteEpisode', { params: { episode: episode.id }, query: { force: 'true' } })
+      .catch(() => undefined);
   }
 }
 

@@ -49,7 +49,7 @@ export async function benchReset(options: ResetBenchOptions): Promise<ResetBench
       const done = performance.now();
       const agentDone = agentReady ? await agentReady : null;
       const t0 = performance.now();
-      await smol.api.request('GET', '/api/v1/health');
+      await smol.api.call('health');
       const t1 = performance.now();
       await smol.vm(vm.id);
       const t2 = performance.now();

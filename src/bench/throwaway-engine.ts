@@ -9,11 +9,11 @@ import { Smol } from '../../sdk/typescript/smol.js';
 export async function withThrowawayEngine<T>(name: string, work: (smol: Smol, home: string) => Promise<T>): Promise<T> {
   const home = mkdtempSync(path.join(os.tmpdir(), `smol-bench-${name}-`));
   const smol = await Smol.connect({ home });
-  const { pid } = await smol.api.request<{ pid: number }>('GET', '/api/v1/health');
+  const { pid } = await smol.api.call('health');
   try {
     return await work(smol, home);
   } finally {
-    await smol.api.request('POST', '/api/v1/engine/shutdown').catch(() => undefined);
+    await smol.api.call('shutdown').catch(() => undefined);
     smol.api.close();
     for (let i = 0; i < 300 && pidAlive(pid); i++) await new Promise((resolve) => setTimeout(resolve, 100));
     rmSync(home, { recursive: true, force: true });

@@ -11,7 +11,6 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Listener } from '../api/schema.js';
 import { pidAlive } from '../engine/engine-process.js';
 import { packageRoot } from '../package-root.js';
 import { Smol } from '../../sdk/typescript/smol.js';
@@ -105,13 +104,10 @@ export async function benchUi(options: UiBenchOptions): Promise<UiBenchResult> {
   });
   progress('starting the engine on the seeded data dir, and its TCP listener (what smol serve does)');
   const smol = await Smol.connect({ home });
-  const { pid } = await smol.api.request<{ pid: number }>('GET', '/api/v1/health');
+  const { pid } = await smol.api.call('health');
   const browser = await chromium.launch({ executablePath: options.chromium, args: CHROMIUM_ARGS });
   try {
-    const listener = await smol.api.request<Listener>('POST', '/api/v1/engine/listeners', {
-      host: '127.0.0.1',
-      port: 0,
-    });
+    const listener = await smol.api.call('listen', { body: { host: '127.0.0.1', port: 0 } });
     const loaded = await smol.episodes();
     if (loaded.length !== seeded.episodes) {
       throw new Error(`the engine loaded ${loaded.length} episodes of the ${seeded.episodes} seeded`);
@@ -145,7 +141,9 @@ export async function benchUi(options: UiBenchOptions): Promise<UiBenchResult> {
           // The same console's terminal, now idle, written to straight from the page.
           inPage = await browserStage(page, vm.id, 10 << 20, LINE_BYTES);
         } finally {
-          await smol.api.request('DELETE', `/api/v1/episodes/${episode.id}?force=true`).catch(() => undefined);
+          await smol.api
+            .call('deleteEpisode', { params: { episode: episode.id }, query: { force: 'true' } })
+            .catch(() => undefined);
         }
         progress(
           `${label}: console ${(consoleRun.bytesPerSecond / 2 ** 20).toFixed(2)} MiB/s end to end, ` +
@@ -222,7 +220,7 @@ export async function benchUi(options: UiBenchOptions): Promise<UiBenchResult> {
     };
   } finally {
     await browser.close();
-    await smol.api.request('POST', '/api/v1/engine/shutdown').catch(() => undefined);
+    await smol.api.call('shutdown').catch(() => undefined);
     smol.api.close();
     for (let i = 0; i < 300 && pidAlive(pid); i++) await new Promise((resolve) => setTimeout(resolve, 100));
     rmSync(home, { recursive: true, force: true });

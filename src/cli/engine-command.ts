@@ -2,7 +2,6 @@
 // on their own; this is for running it in the foreground, asking about it, and stopping it.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Health } from '../api/schema.js';
 import { runEngine } from '../engine/engine-process.js';
 import { packageRoot } from '../package-root.js';
 import { connectEngine } from '../../sdk/typescript/engine-connection.js';
@@ -47,7 +46,7 @@ export async function runEngineCommand(argv: string[]): Promise<number> {
     }
     throw new CommandError((error as Error).message, EXIT.noEngine);
   }
-  const health = await client.request<Health>('GET', '/api/v1/health');
+  const health = await client.call('health');
   if (action === 'status') {
     if (flags.json) printJson(health);
     else
@@ -56,7 +55,7 @@ export async function runEngineCommand(argv: string[]): Promise<number> {
       );
     return 0;
   }
-  await client.request('POST', '/api/v1/engine/shutdown');
+  await client.call('shutdown');
   // The engine suspends its VMs, then exits: wait for it to be gone.
   const { pidAlive } = await import('../engine/engine-process.js');
   for (let i = 0; i < 600; i++) {

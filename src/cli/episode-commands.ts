@@ -248,11 +248,11 @@ A running VM, or an episode with one, needs --force. --all removes every episode
       // A VM first (an episode's first VM shares its name); an episode by its id, or by a name no VM has.
       const isVm = !ref.startsWith('ep-') && vms.some((vm) => vm.id === ref || vm.name === ref);
       const episode = isVm ? undefined : episodes.find((ep) => ep.id === ref || ep.name === ref);
-      const force = flags.force ? '?force=true' : '';
+      const query = { force: flags.force ? ('true' as const) : undefined };
       // An `ep-` prefix is resolved by the engine, like every other id prefix.
       const target = episode?.id ?? (!isVm && ref.startsWith('ep-') ? ref : null);
-      if (target) await smol.api.request('DELETE', `/api/v1/episodes/${encodeURIComponent(target)}${force}`);
-      else await smol.api.request('DELETE', `/api/v1/vms/${encodeURIComponent(ref)}${force}`);
+      if (target) await smol.api.call('deleteEpisode', { params: { episode: target }, query });
+      else await smol.api.call('removeVm', { params: { vm: ref }, query });
       gone.push(target ?? ref);
     }
     return gone;

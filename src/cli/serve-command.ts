@@ -1,7 +1,6 @@
 // `smol serve`: the engine's API (and, with the UI, its pages) on a TCP port, behind a random token that the
 // printed URL carries (docs/engine.md, "API"). It runs until Ctrl-C, then closes that listener; the engine and its
 // VMs keep running.
-import type { Listener } from '../api/schema.js';
 import { parseIntegerFlag } from './args.js';
 import { helpOr, parseCommand, printJson, withEngine } from './engine-cli.js';
 
@@ -29,7 +28,7 @@ export async function runServe(argv: string[]): Promise<number> {
   if (helpOr(help, SERVE_HELP)) return 0;
   const port = parseIntegerFlag('serve', '--port', flags.port, { min: 0, max: 65535, default: 0 });
   return withEngine(async (smol) => {
-    const listener = await smol.api.request<Listener>('POST', '/api/v1/engine/listeners', { host: flags.host, port });
+    const listener = await smol.api.call('listen', { body: { host: flags.host, port } });
     if (flags.json) printJson(listener);
     else process.stdout.write(`Smol Studio engine API at ${listener.url}\n(Ctrl-C stops serving)\n`);
     // Held open by the engine's event stream: a pending promise alone keeps no event loop alive (Node would exit
@@ -45,7 +44,7 @@ export async function runServe(argv: string[]): Promise<number> {
       process.stderr.write(`smol: the engine went away (${ended}); ${listener.url} is no longer served\n`);
       return 1;
     }
-    await smol.api.request('DELETE', `/api/v1/engine/listeners?port=${listener.port}`).catch(() => undefined);
+    await smol.api.call('unlisten', { query: { port: listener.port } }).catch(() => undefined);
     return 0;
   });
 }

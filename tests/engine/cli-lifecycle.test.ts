@@ -24,7 +24,7 @@ async function lastCount(vm: string): Promise<number> {
 
 /** The counts the VM printed before and after the last recording marker that matches `marker`. */
 async function countsAround(vm: string, marker: RegExp): Promise<{ before: number[]; after: number[] }> {
-  const recording = await smol.api.request<string>('GET', `/api/v1/vms/${vm}/recording`);
+  const recording = await smol.api.call('recording', { params: { vm } });
   let before = '';
   let after = '';
   let seen = false;

@@ -104,7 +104,7 @@ describe('stopping and starting the engine', () => {
     expect(snapshot, 'a suspend snapshot').toBeDefined();
     // It continues counting from where it was suspended, not from 1.
     const after = await eventually('counts after the resume', async () => {
-      const recording = await next.api.request<string>('GET', `/api/v1/vms/${vm.id}/recording`);
+      const recording = await next.api.call('recording', { params: { vm: vm.id } });
       const since = recording.split('resume from').at(-1) ?? '';
       const c = counts(since);
       return c.length >= 2 ? c : undefined;

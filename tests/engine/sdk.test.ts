@@ -152,7 +152,7 @@ describe('the SDK drives episodes of the echo guest', () => {
   });
 
   it('refuses requests on the TCP listener without the token, and serves them with it', async () => {
-    const listener = await smol.api.request<{ url: string; port: number }>('POST', '/api/v1/engine/listeners', {});
+    const listener = await smol.api.call('listen', { body: {} });
     const url = new URL(listener.url);
     const token = url.searchParams.get('token')!;
     const bare = await fetch(`${url.origin}/api/v1/episodes`);
@@ -164,7 +164,7 @@ describe('the SDK drives episodes of the echo guest', () => {
     });
     expect(foreign.status).toBe(403);
     const tcp = new ApiClient({ url: url.origin, token });
-    const episodes = await tcp.request<{ episodes: Array<{ id: string }> }>('GET', '/api/v1/episodes');
+    const episodes = await tcp.call('listEpisodes');
     expect(episodes.episodes.map((ep) => ep.id)).toContain(episodeId);
     tcp.close();
     await smol.api.request('DELETE', `/api/v1/engine/listeners?port=${listener.port}`);

@@ -3,6 +3,7 @@
 // player keeps its place and its terminal: it gets the longer recording when it arrives.
 import { useEffect, useState } from 'react';
 import { useApp } from '../app-context.js';
+import { call } from '../transport/transport.js';
 import { parseAsciicast, type Recording } from './asciicast.js';
 
 export type RecordingState =
@@ -20,8 +21,7 @@ export function useRecording(vmId: string | null, key: unknown): RecordingState 
     let current = true;
     // Only the first fetch shows "loading"; a failed one is tried again in view of its error.
     setResult((shown) => (shown.state === 'ready' ? shown : { state: 'loading' }));
-    transport
-      .request<string>('GET', `/vms/${encodeURIComponent(vmId)}/recording`)
+    call(transport, 'recording', { params: { vm: vmId } })
       .then((text) => {
         if (current) setResult({ state: 'ready', recording: parseAsciicast(typeof text === 'string' ? text : '') });
       })

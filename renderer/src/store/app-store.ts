@@ -1,8 +1,8 @@
 // The UI's one store (zustand): the engine's state (engine-state.ts, fed by the event stream and loads), the
 // connection, what the user selected, running operations, and toasts. Console bytes never come here (STYLE.md).
 import { createStore, type StoreApi } from 'zustand/vanilla';
-import type { EngineEvent, Episode, Snapshot } from '../../../src/api/schema.js';
-import type { StreamState, Transport } from '../transport/transport.js';
+import type { EngineEvent } from '../../../src/api/schema.js';
+import { call, type StreamState, type Transport } from '../transport/transport.js';
 import type { MetricsStore } from './metrics.js';
 import { applyEvent, emptyEngineState, loadEpisodes, loadSnapshots, type EngineState } from './engine-state.js';
 
@@ -146,7 +146,7 @@ export function connectStore(
       episode,
       setTimeout(() => {
         refreshing.delete(episode);
-        transport.request<Episode>('GET', `/episodes/${episode}`).then(
+        call(transport, 'getEpisode', { params: { episode } }).then(
           (fresh) => applyEvents(store, [{ type: 'episode.updated', episode: fresh }]),
           () => undefined, // deleted meanwhile: its episode.deleted event says so
         );
@@ -165,9 +165,7 @@ export function connectStore(
   };
   const reload = async () => {
     try {
-      await load(transport.request<{ episodes: Episode[] }>('GET', '/episodes'), (state, value) =>
-        loadEpisodes(state, value.episodes),
-      );
+      await load(call(transport, 'listEpisodes'), (state, value) => loadEpisodes(state, value.episodes));
       const open = store.getState().episodeId;
       if (open) await loadEpisodeSnapshots(store, transport, open, load);
     } catch (error) {
@@ -208,8 +206,7 @@ export function connectStore(
 type Loader = <T>(what: Promise<T>, apply: (state: EngineState, value: T) => EngineState) => Promise<void>;
 
 function loadEpisodeSnapshots(store: AppStore, transport: Transport, episodeId: string, load: Loader) {
-  return load(
-    transport.request<{ snapshots: Snapshot[] }>('GET', `/episodes/${episodeId}/snapshots`),
-    (state, value) => (episodeId in state.episodes ? loadSnapshots(state, episodeId, value.snapshots) : state),
+  return load(call(transport, 'listSnapshots', { params: { episode: episodeId } }), (state, value) =>
+    episodeId in state.episodes ? loadSnapshots(state, episodeId, value.snapshots) : state,
   );
 }

@@ -1,7 +1,7 @@
 // CPU and memory samples per VM, for the sparklines: kept apart from the app store (a tick every 2 s per VM must
 // not re-render React), capped like the engine's own history, and read by canvases that redraw themselves.
-import type { MetricSample, MetricsHistory } from '../../../src/api/schema.js';
-import type { Transport } from '../transport/transport.js';
+import type { MetricSample } from '../../../src/api/schema.js';
+import { call, type Transport } from '../transport/transport.js';
 
 /** As many as the engine keeps (five minutes at its 2 s interval). */
 export const KEPT = 150;
@@ -31,7 +31,7 @@ export class MetricsStore {
   want(vm: string): void {
     if (!this.transport || this.#fetched.has(vm)) return;
     this.#fetched.add(vm);
-    this.transport.request<MetricsHistory>('GET', `/vms/${encodeURIComponent(vm)}/metrics`).then(
+    call(this.transport, 'metrics', { params: { vm } }).then(
       (history) => {
         const live = this.#samples.get(vm) ?? [];
         const older = history.samples.filter((s) => !live.length || s.at < live[0]!.at);

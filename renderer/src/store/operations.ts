@@ -1,15 +1,14 @@
 // What the user's actions do: each calls the engine through the Transport and shows its progress and failure
 // where it happened (busy/failures by key) and in a toast. The engine's events then bring the new state; nothing
 // here guesses it, except hiding what waits to be deleted (so undo can bring it back).
-import type { CreateEpisodeResponse, ForkResponse, RestoreResponse, Snapshot, Vm } from '../../../src/api/schema.js';
-import type { Transport } from '../transport/transport.js';
+import type { CreateEpisodeResponse, ForkResponse, Snapshot, Vm } from '../../../src/api/schema.js';
+import { call, type Transport } from '../transport/transport.js';
 import { dismissToast, toast, type AppStore } from './app-store.js';
 
 /** How long a delete waits for Undo. */
 export const UNDO_MS = 6000;
 
 export type Lifecycle = 'stop' | 'start' | 'pause' | 'resume' | 'reset';
-const enc = encodeURIComponent;
 
 export class Operations {
   readonly #timers = new Map<string, ReturnType<typeof setTimeout>>();
@@ -37,7 +36,7 @@ export class Operations {
   async createEpisode(smolfile: string, name?: string): Promise<CreateEpisodeResponse | undefined> {
     const body = name ? { smolfile, name } : { smolfile };
     const created = await this.run('new-episode', 'Starting the episode…', () =>
-      this.transport.request<CreateEpisodeResponse>('POST', '/episodes', body),
+      call(this.transport, 'createEpisode', { body }),
     );
     if (created) this.store.setState({ episodeId: created.episode.id, vmId: created.vm.id, snapshotId: null });
     return created;
@@ -46,19 +45,18 @@ export class Operations {
   async checkpoint(vmId: string, name?: string, note?: string): Promise<Snapshot | undefined> {
     const body = { ...(name ? { name } : {}), ...(note ? { note } : {}) };
     const snapshot = await this.run(`vm:${vmId}`, 'Checkpointing…', () =>
-      this.transport.request<Snapshot>('POST', `/vms/${enc(vmId)}/checkpoint`, body),
+      call(this.transport, 'checkpoint', { params: { vm: vmId }, body }),
     );
     if (snapshot) toast(this.store, 'info', `Checkpoint ${snapshot.name} saved`);
     return snapshot;
   }
 
   async fork(from: { vmId: string } | { snapshotId: string }, count: number): Promise<ForkResponse | undefined> {
-    const [key, path] =
-      'vmId' in from
-        ? [`vm:${from.vmId}`, `/vms/${enc(from.vmId)}/fork`]
-        : [`snapshot:${from.snapshotId}`, `/snapshots/${enc(from.snapshotId)}/fork`];
+    const key = 'vmId' in from ? `vm:${from.vmId}` : `snapshot:${from.snapshotId}`;
     const forked = await this.run(key, `Forking ×${count}…`, () =>
-      this.transport.request<ForkResponse>('POST', path, { count }),
+      'vmId' in from
+        ? call(this.transport, 'forkVm', { params: { vm: from.vmId }, body: { count } })
+        : call(this.transport, 'forkSnapshot', { params: { snapshot: from.snapshotId }, body: { count } }),
     );
     if (forked) toast(this.store, 'info', `${forked.children.length} new VM${forked.children.length === 1 ? '' : 's'}`);
     return forked;
@@ -68,7 +66,7 @@ export class Operations {
   async restore(vmId: string, snapshotId: string, checkpointFirst?: { name?: string; note?: string }) {
     if (checkpointFirst && !(await this.checkpoint(vmId, checkpointFirst.name, checkpointFirst.note))) return undefined;
     const restored = await this.run(`vm:${vmId}`, 'Restoring…', () =>
-      this.transport.request<RestoreResponse>('POST', `/vms/${enc(vmId)}/restore`, { snapshot: snapshotId }),
+      call(this.transport, 'restore', { params: { vm: vmId }, body: { snapshot: snapshotId } }),
     );
     if (restored) {
       const saved = restored.savedAs ? ` (where it was is kept as ${restored.savedAs.name})` : '';
@@ -85,12 +83,12 @@ export class Operations {
       resume: 'Resuming…',
       reset: 'Resetting…',
     };
-    return this.run(`vm:${vmId}`, label[verb], () => this.transport.request<Vm>('POST', `/vms/${enc(vmId)}/${verb}`));
+    return this.run(`vm:${vmId}`, label[verb], () => call(this.transport, `${verb}Vm`, { params: { vm: vmId } }));
   }
 
   updateSnapshot(id: string, changes: { name?: string; note?: string }): Promise<Snapshot | undefined> {
     return this.run(`snapshot:${id}`, 'Saving…', () =>
-      this.transport.request<Snapshot>('PATCH', `/snapshots/${enc(id)}`, changes),
+      call(this.transport, 'updateSnapshot', { params: { snapshot: id }, body: changes }),
     );
   }
 
@@ -98,18 +96,24 @@ export class Operations {
     const episode = this.store.getState().engine.episodes[id];
     const running = episode?.vmIds.filter((vm) => this.store.getState().engine.vms[vm]?.state === 'running').length;
     const what = `Episode ${episode?.name ?? id} deleted${running ? ` (its ${running} running VMs are killed)` : ''}`;
-    this.#deleteLater(id, what, () => this.transport.request('DELETE', `/episodes/${enc(id)}?force=true`));
+    this.#deleteLater(id, what, () =>
+      call(this.transport, 'deleteEpisode', { params: { episode: id }, query: { force: 'true' } }),
+    );
     if (this.store.getState().episodeId === id) this.store.setState({ episodeId: null, snapshotId: null });
   }
 
   deleteSnapshot(id: string): void {
     const name = this.store.getState().engine.snapshots[id]?.name ?? id;
-    this.#deleteLater(id, `Snapshot ${name} deleted`, () => this.transport.request('DELETE', `/snapshots/${enc(id)}`));
+    this.#deleteLater(id, `Snapshot ${name} deleted`, () =>
+      call(this.transport, 'deleteSnapshot', { params: { snapshot: id } }),
+    );
   }
 
   removeVm(id: string): void {
     const name = this.store.getState().engine.vms[id]?.name ?? id;
-    this.#deleteLater(id, `VM ${name} removed`, () => this.transport.request('DELETE', `/vms/${enc(id)}?force=true`));
+    this.#deleteLater(id, `VM ${name} removed`, () =>
+      call(this.transport, 'removeVm', { params: { vm: id }, query: { force: 'true' } }),
+    );
   }
 
   /**

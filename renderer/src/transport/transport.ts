@@ -1,7 +1,8 @@
 // What the UI needs from the engine, whichever way it arrives: HTTP and WebSocket in web mode (web-transport.ts),
 // Electron IPC through the preload bridge later. Everything crossing it is plain data (JSON values, strings and
 // byte arrays), so a structured-clone bridge can carry it unchanged.
-import type { EngineEvent } from '../../../src/api/schema.js';
+import { operationRequest, type CallArgs, type OperationName, type ResponseOf } from '../../../src/api/operations.js';
+import { API_PREFIX, type EngineEvent } from '../../../src/api/schema.js';
 
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
@@ -50,4 +51,14 @@ export interface Transport {
   events(handlers: EventStreamHandlers): () => void;
   /** A VM's live console. */
   console(vm: string, handlers: ConsoleHandlers): ConsoleStream;
+}
+
+/** One API operation by its name, typed from the route table (src/api/operations.ts), over any Transport. */
+export function call<O extends OperationName>(
+  transport: Transport,
+  name: O,
+  ...[input]: CallArgs<O>
+): Promise<ResponseOf<O>> {
+  const { method, path, body } = operationRequest(name, input);
+  return transport.request<ResponseOf<O>>(method, path.slice(API_PREFIX.length), body);
 }

@@ -5,6 +5,7 @@ import { useEffect, useState } from 'react';
 import type { SmolfileExamples } from '../../../src/api/schema.js';
 import { useApp, useAppState } from '../app-context.js';
 import type { Dialog } from '../store/app-store.js';
+import { call } from '../transport/transport.js';
 import { Modal } from './Modal.js';
 
 const NAME_RULE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -37,7 +38,7 @@ function NewEpisode() {
   const [path, setPath] = useState('');
   const [name, setName] = useState('');
   useEffect(() => {
-    operations.transport.request<SmolfileExamples>('GET', '/smolfiles').then(
+    call(operations.transport, 'listSmolfileExamples').then(
       (answer) => setExamples(answer.examples),
       (error: Error) => setListFailure(error.message),
     );
