@@ -1,0 +1,210 @@
+"""Every request/response call of the API (src/api/routes.ts), once: which request it is and how its answer
+becomes a typed result. Both clients run these through their transport; neither builds a request of its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Iterable, List, Optional, TypeVar, Union
+
+from ._protocol import API_PREFIX, HttpRequest, HttpResponse, quote
+from ._types import (
+    Episode,
+    ForkResult,
+    GcResult,
+    Health,
+    Listener,
+    Logs,
+    MemoryStats,
+    MetricsHistory,
+    Ref,
+    RestoreResult,
+    Screen,
+    SmolfileExample,
+    Snapshot,
+    Up,
+    Vm,
+    ref_of,
+)
+
+T = TypeVar("T")
+
+
+@dataclass
+class Call(Generic[T]):
+    request: HttpRequest
+    parse: Callable[[HttpResponse], T]
+
+
+def _json(parse: Callable[[Any], T]) -> Callable[[HttpResponse], T]:
+    return lambda response: parse(response.json())
+
+
+def _nothing(response: HttpResponse) -> None:
+    response.raise_for_status()
+
+
+def _call(method: str, path: str, parse: Callable[[Any], T], body: Any = None) -> Call[T]:
+    return Call(HttpRequest(method, API_PREFIX + path, json_body=body), _json(parse))
+
+
+def _void(method: str, path: str, body: Any = None) -> Call[None]:
+    return Call(HttpRequest(method, API_PREFIX + path, json_body=body), _nothing)
+
+
+def _drop_none(**fields: Any) -> dict:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def health() -> Call[Health]:
+    return _call("GET", "/health", Health.from_json)
+
+
+def up(smolfile: str, name: Optional[str]) -> Call[Up]:
+    return _call("POST", "/episodes", Up.from_json, _drop_none(smolfile=smolfile, name=name))
+
+
+def episodes() -> Call[List[Episode]]:
+    return _call("GET", "/episodes", lambda j: [Episode.from_json(e) for e in j["episodes"]])
+
+
+def episode(ref: Ref) -> Call[Episode]:
+    return _call("GET", f"/episodes/{quote(ref_of(ref, 'episode'))}", Episode.from_json)
+
+
+def vms() -> Call[List[Vm]]:
+    return _call("GET", "/vms", lambda j: [Vm.from_json(v) for v in j["vms"]])
+
+
+def vm(ref: Ref) -> Call[Vm]:
+    return _call("GET", f"/vms/{quote(ref_of(ref, 'vm'))}", Vm.from_json)
+
+
+def snapshots(episode_ref: Ref) -> Call[List[Snapshot]]:
+    path = f"/episodes/{quote(ref_of(episode_ref, 'episode'))}/snapshots"
+    return _call("GET", path, lambda j: [Snapshot.from_json(s) for s in j["snapshots"]])
+
+
+def snapshot(ref: Ref) -> Call[Snapshot]:
+    return _call("GET", f"/snapshots/{quote(ref_of(ref, 'snapshot'))}", Snapshot.from_json)
+
+
+def update_snapshot(ref: Ref, name: Optional[str], note: Optional[str]) -> Call[Snapshot]:
+    body = _drop_none(name=name, note=note)
+    return _call("PATCH", f"/snapshots/{quote(ref_of(ref, 'snapshot'))}", Snapshot.from_json, body)
+
+
+def delete_snapshot(ref: Ref) -> Call[None]:
+    return _void("DELETE", f"/snapshots/{quote(ref_of(ref, 'snapshot'))}")
+
+
+def checkpoint(vm_ref: Ref, name: Optional[str], note: Optional[str]) -> Call[Snapshot]:
+    body = _drop_none(name=name, note=note)
+    return _call("POST", f"/vms/{quote(ref_of(vm_ref, 'vm'))}/checkpoint", Snapshot.from_json, body)
+
+
+def fork(ref: Ref, n: int) -> Call[ForkResult]:
+    """From a VM (it keeps running) or a snapshot: a Snapshot object, or a string that starts with ``sn-``,
+    forks the snapshot, as the TypeScript SDK decides."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"n: expected an int from 1 to 64, got {n!r}")
+    base = "snapshots" if isinstance(ref, Snapshot) or (isinstance(ref, str) and ref.startswith("sn-")) else "vms"
+    return _call("POST", f"/{base}/{quote(ref_of(ref))}/fork", ForkResult.from_json, {"count": n})
+
+
+def restore(vm_ref: Ref, snapshot_ref: Ref) -> Call[RestoreResult]:
+    path = f"/vms/{quote(ref_of(vm_ref, 'vm'))}/restore"
+    return _call("POST", path, RestoreResult.from_json, {"snapshot": ref_of(snapshot_ref, "snapshot")})
+
+
+def lifecycle(verb: str, vm_ref: Ref) -> Call[Vm]:
+    """stop, start, pause, resume or reset: the VM as it is afterwards."""
+    return _call("POST", f"/vms/{quote(ref_of(vm_ref, 'vm'))}/{verb}", Vm.from_json)
+
+
+def remove_vm(vm_ref: Ref, force: bool = True) -> Call[None]:
+    return _void("DELETE", f"/vms/{quote(ref_of(vm_ref, 'vm'))}?force={'true' if force else 'false'}")
+
+
+def destroy(episode_ref: Ref, force: bool = True) -> Call[None]:
+    return _void("DELETE", f"/episodes/{quote(ref_of(episode_ref, 'episode'))}?force={'true' if force else 'false'}")
+
+
+def memory(vm_ref: Ref) -> Call[MemoryStats]:
+    return _call("GET", f"/vms/{quote(ref_of(vm_ref, 'vm'))}/memory", MemoryStats.from_json)
+
+
+def metrics(vm_ref: Ref) -> Call[MetricsHistory]:
+    return _call("GET", f"/vms/{quote(ref_of(vm_ref, 'vm'))}/metrics", MetricsHistory.from_json)
+
+
+def logs(vm_ref: Ref, tail: Optional[int]) -> Call[Logs]:
+    query = f"?tail={int(tail)}" if tail else ""
+    return _call("GET", f"/vms/{quote(ref_of(vm_ref, 'vm'))}/logs{query}", Logs.from_json)
+
+
+def screen(vm_ref: Ref) -> Call[Screen]:
+    return _call("GET", f"/vms/{quote(ref_of(vm_ref, 'vm'))}/screen", Screen.from_json)
+
+
+def recording(vm_ref: Ref) -> Call[str]:
+    def parse(response: HttpResponse) -> str:
+        response.raise_for_status()
+        return response.body.decode("utf-8")
+
+    return Call(HttpRequest("GET", f"{API_PREFIX}/vms/{quote(ref_of(vm_ref, 'vm'))}/recording"), parse)
+
+
+def write(vm_ref: Ref, text: str) -> Call[None]:
+    if not isinstance(text, str):
+        raise TypeError(f"text: expected str, got {type(text).__name__}")
+    return _void("POST", f"/vms/{quote(ref_of(vm_ref, 'vm'))}/console", {"data": text})
+
+
+def gc() -> Call[GcResult]:
+    return _call("POST", "/gc", GcResult.from_json)
+
+
+def smolfiles() -> Call[List[SmolfileExample]]:
+    return _call("GET", "/smolfiles", lambda j: [SmolfileExample(**e) for e in j["examples"]])
+
+
+def listen(host: str, port: int) -> Call[Listener]:
+    return _call("POST", "/engine/listeners", lambda j: Listener(url=j["url"], port=j["port"]), {"host": host, "port": port})
+
+
+def unlisten(port: int) -> Call[None]:
+    return _void("DELETE", f"/engine/listeners?port={int(port)}")
+
+
+def shutdown() -> Call[None]:
+    return _void("POST", "/engine/shutdown")
+
+
+def _file_path(vm_ref: Ref, path: str) -> str:
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise ValueError(f"path: expected an absolute path in the guest, got {path!r}")
+    return f"{API_PREFIX}/vms/{quote(ref_of(vm_ref, 'vm'))}/files?path={quote(path)}"
+
+
+def read_file(vm_ref: Ref, path: str) -> Call[bytes]:
+    def parse(response: HttpResponse) -> bytes:
+        response.raise_for_status()
+        return response.body
+
+    return Call(HttpRequest("GET", _file_path(vm_ref, path)), parse)
+
+
+def write_file(vm_ref: Ref, path: str, data: Union[bytes, str, Iterable[bytes]], mode: Optional[int]) -> Call[int]:
+    """Writes ``data`` (bytes, str as UTF-8, or an iterable of bytes chunks streamed as they come): its byte count."""
+    where = _file_path(vm_ref, path)
+    if mode is not None:
+        if not 0 <= mode <= 0o7777:
+            raise ValueError(f"mode: expected a file mode such as 0o644, got {mode!r}")
+        where += f"&mode={mode:04o}"
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        request = HttpRequest("PUT", where, raw=bytes(data), content_type="application/octet-stream")
+    else:
+        request = HttpRequest("PUT", where, stream=data, content_type="application/octet-stream")
+    return Call(request, _json(lambda j: int(j["bytes"])))

@@ -1,0 +1,437 @@
+"""The API's objects as typed dataclasses (src/api/schema.ts is the one definition; these follow it in snake_case).
+
+Each ``from_json`` reads the engine's JSON (camelCase keys). They are frozen: an object is what the engine said at
+one moment; ask again for the current state.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+Json = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class VmExit:
+    """How a VM's guest ended: ``reason`` is poweroff, reset, shutdown, panic, killed, error or crashed."""
+
+    reason: str
+    code: Optional[int]
+    message: str
+
+    @classmethod
+    def from_json(cls, j: Json) -> "VmExit":
+        return cls(reason=j["reason"], code=j.get("code"), message=j.get("message", ""))
+
+
+@dataclass(frozen=True)
+class Vm:
+    """A VM (a branch of an episode). ``snapshot`` is its place in the tree ("you are here")."""
+
+    id: str
+    name: str
+    episode: str
+    state: str
+    snapshot: Optional[str]
+    parent_vm: Optional[str]
+    created: str
+    running_since: Optional[str]
+    exit: Optional[VmExit]
+    cpus: int
+    memory_mib: int
+    #: The guest agent: ``none`` (a bare kernel), ``connecting``, ``ready`` or ``unreachable``.
+    agent: str
+
+    @classmethod
+    def from_json(cls, j: Json) -> "Vm":
+        return cls(
+            id=j["id"],
+            name=j["name"],
+            episode=j["episode"],
+            state=j["state"],
+            snapshot=j.get("snapshot"),
+            parent_vm=j.get("parentVm"),
+            created=j["created"],
+            running_since=j.get("runningSince"),
+            exit=VmExit.from_json(j["exit"]) if j.get("exit") else None,
+            cpus=j["cpus"],
+            memory_mib=j["memoryMiB"],
+            agent=j.get("agent", "none"),
+        )
+
+
+@dataclass(frozen=True)
+class Smolfile:
+    path: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A named lineage of VMs started from one Smolfile."""
+
+    id: str
+    name: str
+    state: str
+    smolfile: Smolfile
+    created: str
+    #: The base snapshot its VMs start from (None: a bare kernel, booted afresh).
+    base: Optional[str]
+    vms: List[Vm]
+    snapshot_count: int
+    disk_bytes: int
+
+    @classmethod
+    def from_json(cls, j: Json) -> "Episode":
+        return cls(
+            id=j["id"],
+            name=j["name"],
+            state=j["state"],
+            smolfile=Smolfile(path=j["smolfile"]["path"], text=j["smolfile"]["text"]),
+            created=j["created"],
+            base=j.get("base"),
+            vms=[Vm.from_json(v) for v in j.get("vms", [])],
+            snapshot_count=j.get("snapshotCount", 0),
+            disk_bytes=j.get("diskBytes", 0),
+        )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A node of an episode's tree. ``parent`` is the tree edge; ``kind`` is base, manual, auto, fork,
+    restore-point or suspend."""
+
+    id: str
+    episode: Optional[str]
+    parent: Optional[str]
+    layer_parent: Optional[str]
+    vm: Optional[str]
+    kind: str
+    name: str
+    note: str
+    created: str
+    disk_bytes: int
+    memory_bytes: int
+    cpus: int
+    deleted: bool
+
+    @classmethod
+    def from_json(cls, j: Json) -> "Snapshot":
+        return cls(
+            id=j["id"],
+            episode=j.get("episode"),
+            parent=j.get("parent"),
+            layer_parent=j.get("layerParent"),
+            vm=j.get("vm"),
+            kind=j["kind"],
+            name=j["name"],
+            note=j.get("note", ""),
+            created=j["created"],
+            disk_bytes=j.get("diskBytes", 0),
+            memory_bytes=j.get("memoryBytes", 0),
+            cpus=j.get("cpus", 0),
+            deleted=j.get("deleted", False),
+        )
+
+
+@dataclass(frozen=True)
+class SnapshotNode:
+    """A snapshot with its children: one node of ``snapshot_tree``."""
+
+    snapshot: Snapshot
+    children: List["SnapshotNode"] = field(default_factory=list)
+
+    def walk(self) -> List[Snapshot]:
+        """This node's snapshot and every one below it, depth first."""
+        out = [self.snapshot]
+        for child in self.children:
+            out.extend(child.walk())
+        return out
+
+
+def build_tree(snapshots: List[Snapshot]) -> List[SnapshotNode]:
+    """The roots of the tree ``parent`` links make (a parent outside the list makes a root), in timeline order."""
+    nodes = {s.id: SnapshotNode(s, []) for s in snapshots}
+    roots: List[SnapshotNode] = []
+    for s in snapshots:
+        parent = nodes.get(s.parent) if s.parent else None
+        (parent.children if parent is not None else roots).append(nodes[s.id])
+    return roots
+
+
+@dataclass(frozen=True)
+class Up:
+    """What ``up`` made: the episode and its first VM (running)."""
+
+    episode: Episode
+    vm: Vm
+
+    @classmethod
+    def from_json(cls, j: Json) -> "Up":
+        return cls(episode=Episode.from_json(j["episode"]), vm=Vm.from_json(j["vm"]))
+
+
+@dataclass(frozen=True)
+class ForkResult:
+    """The new VMs, and the fork point (a snapshot of kind ``fork``) for a fork of a VM."""
+
+    children: List[Vm]
+    snapshot: Optional[Snapshot]
+
+    @classmethod
+    def from_json(cls, j: Json) -> "ForkResult":
+        s = j.get("snapshot")
+        return cls(children=[Vm.from_json(v) for v in j["children"]], snapshot=Snapshot.from_json(s) if s else None)
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """The VM at its new place, and where it was, checkpointed first (None when it was not running)."""
+
+    vm: Vm
+    saved_as: Optional[Snapshot]
+
+    @classmethod
+    def from_json(cls, j: Json) -> "RestoreResult":
+        s = j.get("savedAs")
+        return cls(vm=Vm.from_json(j["vm"]), saved_as=Snapshot.from_json(s) if s else None)
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    guest_bytes: int
+    resident_bytes: int
+    private_bytes: int
+    shared_bytes: int
+
+    @classmethod
+    def from_json(cls, j: Json) -> "MemoryStats":
+        return cls(
+            guest_bytes=int(j["guestBytes"]),
+            resident_bytes=int(j["residentBytes"]),
+            private_bytes=int(j["privateBytes"]),
+            shared_bytes=int(j["sharedBytes"]),
+        )
+
+
+@dataclass(frozen=True)
+class MetricSample:
+    at: str
+    cpu_percent: float
+    memory: MemoryStats
+
+    @classmethod
+    def from_json(cls, j: Json) -> "MetricSample":
+        return cls(at=j["at"], cpu_percent=float(j["cpuPercent"]), memory=MemoryStats.from_json(j["memory"]))
+
+
+@dataclass(frozen=True)
+class MetricsHistory:
+    vm: str
+    interval_ms: float
+    samples: List[MetricSample]
+
+    @classmethod
+    def from_json(cls, j: Json) -> "MetricsHistory":
+        return cls(
+            vm=j["vm"],
+            interval_ms=float(j["intervalMs"]),
+            samples=[MetricSample.from_json(s) for s in j["samples"]],
+        )
+
+
+@dataclass(frozen=True)
+class Logs:
+    text: str
+    truncated: bool
+
+    @classmethod
+    def from_json(cls, j: Json) -> "Logs":
+        return cls(text=j["text"], truncated=j["truncated"])
+
+
+@dataclass(frozen=True)
+class Screen:
+    """The console's visible screen as plain text, and serialized (xterm escape sequences)."""
+
+    text: str
+    serialized: str
+
+    @classmethod
+    def from_json(cls, j: Json) -> "Screen":
+        return cls(text=j["text"], serialized=j["serialized"])
+
+
+@dataclass(frozen=True)
+class Health:
+    version: str
+    pid: int
+    home: str
+    started: str
+
+    @classmethod
+    def from_json(cls, j: Json) -> "Health":
+        return cls(version=j["version"], pid=j["pid"], home=j["home"], started=j["started"])
+
+
+@dataclass(frozen=True)
+class GcResult:
+    removed: List[str]
+    freed_bytes: int
+
+    @classmethod
+    def from_json(cls, j: Json) -> "GcResult":
+        return cls(removed=list(j["removed"]), freed_bytes=j["freedBytes"])
+
+
+@dataclass(frozen=True)
+class SmolfileExample:
+    name: str
+    path: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Listener:
+    """A TCP listener of the engine (``smol serve``); ``url`` carries its token."""
+
+    url: str
+    port: int
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How a command in the guest ended, with what it wrote (empty when ``on_stdout``/``on_stderr`` took it)."""
+
+    exit_code: Optional[int]
+    signal: Optional[str]
+    timed_out: bool
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+    @property
+    def status(self) -> int:
+        """The shell's convention: the exit code, 128+N for signal N, 124 when it timed out (as ``smol exec``)."""
+        if self.timed_out:
+            return 124
+        if self.exit_code is not None:
+            return self.exit_code
+        import signal as signals
+
+        number = getattr(signals, self.signal or "", None)
+        return 128 + (int(number) if number is not None else 0)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 0
+
+
+# ---- events (the /api/v1/events stream) ----
+
+
+@dataclass(frozen=True)
+class Event:
+    """Any engine event; ``type`` says which. Unknown types (from a newer engine) arrive as a plain ``Event``
+    with the message in ``data``."""
+
+    type: str
+    data: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class EpisodeEvent(Event):
+    """``episode.created`` or ``episode.updated``."""
+
+    episode: Optional[Episode] = None
+
+
+@dataclass(frozen=True)
+class EpisodeDeleted(Event):
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class VmUpdated(Event):
+    vm: Optional[Vm] = None
+
+
+@dataclass(frozen=True)
+class VmRemoved(Event):
+    id: str = ""
+    episode: str = ""
+
+
+@dataclass(frozen=True)
+class SnapshotEvent(Event):
+    """``snapshot.created`` or ``snapshot.updated``."""
+
+    snapshot: Optional[Snapshot] = None
+
+
+@dataclass(frozen=True)
+class SnapshotDeleted(Event):
+    id: str = ""
+    episode: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Progress(Event):
+    operation: str = ""
+    vm: Optional[str] = None
+    done: float = 0
+    total: float = 0
+
+
+@dataclass(frozen=True)
+class Metrics(Event):
+    vm: str = ""
+    at: str = ""
+    cpu_percent: float = 0.0
+    memory: Optional[MemoryStats] = None
+
+
+AnyEvent = Union[Event, EpisodeEvent, EpisodeDeleted, VmUpdated, VmRemoved, SnapshotEvent, SnapshotDeleted, Progress, Metrics]
+
+
+def event_from_json(j: Dict[str, Any]) -> Event:
+    t = j.get("type", "")
+    if t in ("episode.created", "episode.updated"):
+        return EpisodeEvent(t, j, episode=Episode.from_json(j["episode"]))
+    if t == "episode.deleted":
+        return EpisodeDeleted(t, j, id=j["id"])
+    if t == "vm.updated":
+        return VmUpdated(t, j, vm=Vm.from_json(j["vm"]))
+    if t == "vm.removed":
+        return VmRemoved(t, j, id=j["id"], episode=j["episode"])
+    if t in ("snapshot.created", "snapshot.updated"):
+        return SnapshotEvent(t, j, snapshot=Snapshot.from_json(j["snapshot"]))
+    if t == "snapshot.deleted":
+        return SnapshotDeleted(t, j, id=j["id"], episode=j.get("episode"))
+    if t == "progress":
+        return Progress(t, j, operation=j["operation"], vm=j.get("vm"), done=j["done"], total=j["total"])
+    if t == "metrics":
+        return Metrics(
+            t, j, vm=j["vm"], at=j["at"], cpu_percent=float(j["cpuPercent"]), memory=MemoryStats.from_json(j["memory"])
+        )
+    return Event(t, j)
+
+
+# ---- references ----
+
+#: What every call that takes a VM, episode or snapshot accepts: an id, a unique prefix of one, a name, or the
+#: object itself.
+Ref = Union[str, Vm, Episode, Snapshot]
+
+
+def ref_of(ref: Ref, what: str = "ref") -> str:
+    if isinstance(ref, (Vm, Episode, Snapshot)):
+        return ref.id
+    if isinstance(ref, str) and ref:
+        return ref
+    raise TypeError(f"{what}: expected an id, a name or a Vm/Episode/Snapshot, got {ref!r}")
+
+
+def fspath(path: "Union[str, os.PathLike[str]]") -> str:
+    return os.path.abspath(os.fspath(path))

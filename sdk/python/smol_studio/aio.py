@@ -1,0 +1,791 @@
+"""The asyncio client: ``async with smol_studio.connect_async() as smol:``. The same calls as the blocking client,
+awaited; a thin transport (asyncio streams, a pool of keep-alive connections) over the same protocol
+(``_protocol.py``, ``_calls.py``), so any number of calls can run at once on one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import ssl
+import time
+from typing import (
+    Any,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Deque,
+    Dict,
+    Generator,
+    Iterable,
+    List,
+    Optional,
+    Pattern,
+    Tuple,
+    TypeVar,
+    Union,
+)
+
+from . import _calls as calls
+from ._calls import Call
+from ._engine import EngineLauncher, no_engine, smol_home, socket_path
+from ._errors import EngineUnavailable, NotFound, SmolError, StreamClosed, WaitTimeout
+from ._protocol import (
+    EVENTS_PATH,
+    ConsoleClosed,
+    ConsoleEvent,
+    ExecExited,
+    ExecOutput,
+    ExecSession,
+    HttpConnection,
+    HttpRequest,
+    HttpResponse,
+    OutputMatcher,
+    ProtocolError,
+    ResponseCollector,
+    Target,
+    WsClosed,
+    WsEvent,
+    WsMessage,
+    WsOpened,
+    WsSession,
+    console_event,
+    console_path,
+    exec_request,
+)
+from ._types import (
+    Episode,
+    Event,
+    ExecResult,
+    ForkResult,
+    GcResult,
+    Health,
+    Listener,
+    Logs,
+    MemoryStats,
+    MetricsHistory,
+    Ref,
+    RestoreResult,
+    Screen,
+    SmolfileExample,
+    Snapshot,
+    SnapshotNode,
+    Up,
+    Vm,
+    build_tree,
+    event_from_json,
+    fspath,
+    ref_of,
+)
+from .client import IDLE_SECONDS, RECV_SIZE
+
+T = TypeVar("T")
+Stream = Tuple[asyncio.StreamReader, asyncio.StreamWriter]
+AsyncStdin = Union[bytes, str, Iterable[bytes], AsyncIterable[bytes], None]
+
+
+async def open_stream(target: Target, timeout: Optional[float]) -> Stream:
+    try:
+        if target.socket_path is not None:
+            opening = asyncio.open_unix_connection(target.socket_path, limit=RECV_SIZE)
+        else:
+            context = ssl.create_default_context() if target.tls else None
+            opening = asyncio.open_connection(target.host, target.port, ssl=context, limit=RECV_SIZE)
+        return await asyncio.wait_for(opening, timeout)
+    except (OSError, asyncio.TimeoutError) as error:
+        raise EngineUnavailable(f"cannot reach the engine at {target.describe()}: {error or 'timed out'}") from error
+
+
+def _close(writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(Exception):
+        writer.close()
+
+
+class _Stale(Exception):
+    pass
+
+
+async def _each(source: Union[Iterable[bytes], AsyncIterable[bytes]]) -> AsyncIterator[bytes]:
+    if hasattr(source, "__aiter__"):
+        async for chunk in source:  # type: ignore[union-attr]
+            yield bytes(chunk)
+    else:
+        for chunk in source:  # type: ignore[union-attr]
+            yield bytes(chunk)
+
+
+class AsyncTransport:
+    """HTTP exchanges and WebSockets over asyncio streams; idle connections are kept for the next request."""
+
+    def __init__(self, target: Target, timeout: Optional[float] = None) -> None:
+        self.target = target
+        self.timeout = timeout
+        self._idle: List[Tuple[asyncio.StreamReader, asyncio.StreamWriter, HttpConnection, float]] = []
+
+    async def aclose(self) -> None:
+        idle, self._idle = self._idle, []
+        for _, writer, _, _ in idle:
+            _close(writer)
+
+    async def _checkout(self) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter, HttpConnection, bool]:
+        now = time.monotonic()
+        while self._idle:
+            reader, writer, conn, since = self._idle.pop()
+            if now - since < IDLE_SECONDS and not reader.at_eof():
+                return reader, writer, conn, True
+            _close(writer)
+        reader, writer = await open_stream(self.target, self.timeout)
+        return reader, writer, HttpConnection(self.target), False
+
+    async def request(self, request: HttpRequest) -> HttpResponse:
+        while True:
+            reader, writer, conn, reused = await self._checkout()
+            try:
+                if self.timeout is None:
+                    response = await self._exchange(reader, writer, conn, request, reused)
+                else:
+                    response = await asyncio.wait_for(self._exchange(reader, writer, conn, request, reused), self.timeout)
+            except _Stale:
+                _close(writer)
+                continue
+            except asyncio.TimeoutError:
+                _close(writer)
+                raise EngineUnavailable(
+                    f"the engine at {self.target.describe()} did not answer {request.method} {request.path} "
+                    f"within {self.timeout:g} s"
+                ) from None
+            except BaseException:
+                _close(writer)
+                raise
+            if conn.reusable():
+                self._idle.append((reader, writer, conn, time.monotonic()))
+            else:
+                _close(writer)
+            return response
+
+    async def _exchange(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        conn: HttpConnection,
+        request: HttpRequest,
+        reused: bool,
+    ) -> HttpResponse:
+        collector = ResponseCollector()
+        got_any = False
+        try:
+            writer.write(conn.start(request))
+            await writer.drain()
+            if request.stream is not None:
+                try:
+                    async for chunk in _each(request.stream):
+                        writer.write(conn.send_chunk(chunk))
+                        await writer.drain()
+                    writer.write(conn.end())
+                    await writer.drain()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the engine answered (an error) before taking it all
+            while not collector.done:
+                data = await reader.read(RECV_SIZE)
+                if not data and not got_any and reused:
+                    raise _Stale()
+                got_any = got_any or bool(data)
+                collector.add(conn.feed(data))
+        except (BrokenPipeError, ConnectionResetError) as error:
+            if reused and not got_any:
+                raise _Stale() from None
+            raise EngineUnavailable(f"the connection to the engine at {self.target.describe()} broke: {error}") from None
+        return collector.response()
+
+    async def call(self, call: Call[T]) -> T:
+        return call.parse(await self.request(call.request))
+
+    async def websocket(self, path: str) -> "AsyncWebSocket":
+        ws = AsyncWebSocket(self, path)
+        await ws._open()
+        return ws
+
+
+class AsyncWebSocket:
+    """A WebSocket on its own connection: whole messages in order."""
+
+    def __init__(self, transport: AsyncTransport, path: str) -> None:
+        self._transport = transport
+        self.session = WsSession(transport.target, path)
+        self._pending: Deque[WsEvent] = collections.deque()
+        self._reader: Optional[asyncio.StreamReader] = None
+        self._writer: Optional[asyncio.StreamWriter] = None
+        self.closed = False
+
+    async def _open(self) -> None:
+        self._reader, self._writer = await open_stream(self._transport.target, self._transport.timeout)
+        try:
+            self._writer.write(self.session.handshake())
+            while not self.session.open:
+                await self._read()
+        except BaseException:
+            _close(self._writer)
+            raise
+        while self._pending and isinstance(self._pending[0], WsOpened):
+            self._pending.popleft()
+
+    async def _read(self) -> None:
+        assert self._reader is not None
+        try:
+            data = await self._reader.read(RECV_SIZE)
+        except (ConnectionResetError, BrokenPipeError):
+            data = b""
+        events = self.session.feed(data or None)
+        self._send_raw(self.session.take_outgoing())
+        self._pending.extend(events)
+
+    async def next(self, timeout: Optional[float] = None) -> WsEvent:
+        """The next message or the close; ``asyncio.TimeoutError`` after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._pending:
+            if self.closed:
+                return WsClosed(1006, "the stream was closed")
+            if deadline is None:
+                await self._read()
+            else:
+                await asyncio.wait_for(self._read(), max(0.0, deadline - time.monotonic()))
+        event = self._pending.popleft()
+        if isinstance(event, WsClosed):
+            self.closed = True
+        return event
+
+    def _send_raw(self, data: bytes) -> None:
+        if data and self._writer is not None and not self._writer.is_closing():
+            self._writer.write(data)
+
+    async def drain(self) -> None:
+        if self._writer is not None and not self._writer.is_closing():
+            with contextlib.suppress(ConnectionError):
+                await self._writer.drain()
+
+    async def send_text(self, text: str) -> None:
+        self._send_raw(self.session.send_text(text))
+        await self.drain()
+
+    async def send_json(self, message: Dict[str, Any]) -> None:
+        self._send_raw(self.session.send_json(message))
+        await self.drain()
+
+    async def send_bytes(self, payload: bytes) -> None:
+        self._send_raw(self.session.send_bytes(payload))
+        await self.drain()
+
+    async def aclose(self) -> None:
+        if self.closed and (self._writer is None or self._writer.is_closing()):
+            return
+        self.closed = True
+        self._send_raw(self.session.close())
+        if self._writer is not None:
+            await self.drain()
+            _close(self._writer)
+
+
+# ---- streams ----
+
+
+class AsyncExecStream:
+    """A command running in the guest: ``async for fd, chunk in stream`` (fd 1 stdout, 2 stderr); then ``result``."""
+
+    def __init__(self, ws: AsyncWebSocket, session: ExecSession) -> None:
+        self._ws = ws
+        self._session = session
+        self.result: Optional[ExecResult] = None
+
+    @property
+    def started(self) -> bool:
+        return self._session.started
+
+    async def __aiter__(self) -> AsyncIterator[Tuple[int, bytes]]:
+        while self.result is None:
+            for event in self._session.handle(await self._ws.next()):
+                if isinstance(event, ExecOutput):
+                    yield event.fd, event.data
+                elif isinstance(event, ExecExited):
+                    self.result = event.result
+        await self._ws.aclose()
+
+    async def write(self, data: Union[bytes, str]) -> None:
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        for at in range(0, len(raw), 1 << 16):
+            await self._ws.send_bytes(raw[at : at + (1 << 16)])
+
+    async def close_stdin(self) -> None:
+        await self._ws.send_json({"type": "eof"})
+
+    async def signal(self, name: str = "SIGINT") -> None:
+        await self._ws.send_json({"type": "signal", "signal": name})
+
+    async def wait(self) -> ExecResult:
+        async for _ in self:
+            pass
+        assert self.result is not None
+        return self.result
+
+    async def aclose(self) -> None:
+        await self._ws.aclose()
+
+    async def __aenter__(self) -> "AsyncExecStream":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+class AsyncConsoleStream:
+    """A VM's live console: ``async for`` its ``ConsoleScreen`` and ``ConsoleOutput`` events; ``write`` types."""
+
+    def __init__(self, ws: AsyncWebSocket, vm: str) -> None:
+        self._ws = ws
+        self.vm = vm
+
+    async def next(self, timeout: Optional[float] = None) -> ConsoleEvent:
+        while True:
+            try:
+                events = console_event(await self._ws.next(timeout))
+            except asyncio.TimeoutError:
+                raise WaitTimeout(f"{self.vm}'s console said nothing within {timeout:g} s") from None
+            if events:
+                return events[0]
+
+    async def __aiter__(self) -> AsyncIterator[ConsoleEvent]:
+        while True:
+            event = await self.next()
+            yield event
+            if isinstance(event, ConsoleClosed):
+                return
+
+    async def write(self, data: Union[bytes, str]) -> None:
+        if isinstance(data, str):
+            await self._ws.send_text(data)
+        else:
+            await self._ws.send_bytes(bytes(data))
+
+    async def wait_for(self, pattern: Union[str, Pattern[str]], timeout: float = 30.0) -> Any:
+        matcher = OutputMatcher(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise WaitTimeout("")
+                event = await self.next(left)
+            except WaitTimeout:
+                raise WaitTimeout(
+                    f"{self.vm} did not print {matcher.pattern.pattern!r} within {timeout:g} s; "
+                    f"it printed: {matcher.tail()!r}"
+                ) from None
+            if isinstance(event, ConsoleClosed):
+                raise StreamClosed(f"{self.vm}'s console closed ({event.reason}) before it printed {matcher.pattern.pattern!r}")
+            match = matcher.add(event)
+            if match:
+                return match
+
+    async def aclose(self) -> None:
+        await self._ws.aclose()
+
+    async def __aenter__(self) -> "AsyncConsoleStream":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+class AsyncEventStream:
+    """Every engine event from the moment it was opened, in order: ``async for``, or ``await next(timeout)``."""
+
+    def __init__(self, ws: AsyncWebSocket) -> None:
+        self._ws = ws
+
+    async def next(self, timeout: Optional[float] = None) -> Event:
+        while True:
+            try:
+                message = await self._ws.next(timeout)
+            except asyncio.TimeoutError:
+                raise WaitTimeout(f"no engine event within {timeout:g} s") from None
+            if isinstance(message, WsClosed):
+                raise StreamClosed(f"the event stream ended ({message.reason or message.code})")
+            if isinstance(message, WsMessage) and message.text is not None:
+                return event_from_json(json.loads(message.text))
+
+    async def wait_for(self, predicate: Callable[[Event], bool], timeout: float = 30.0) -> Event:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WaitTimeout(f"no matching engine event within {timeout:g} s")
+            event = await self.next(left)
+            if predicate(event):
+                return event
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        while True:
+            try:
+                yield await self.next()
+            except StreamClosed:
+                return
+
+    async def aclose(self) -> None:
+        await self._ws.aclose()
+
+    async def __aenter__(self) -> "AsyncEventStream":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+# ---- the client ----
+
+
+class AsyncSmol:
+    """The asyncio client of one engine; every call is a coroutine, and any number may run at once."""
+
+    def __init__(self, transport: AsyncTransport, home: Optional[str] = None) -> None:
+        self.transport = transport
+        self.home = home
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+    async def __aenter__(self) -> "AsyncSmol":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def _call(self, call: Call[T]) -> Awaitable[T]:
+        return self.transport.call(call)
+
+    # -- the engine --
+
+    async def health(self) -> Health:
+        return await self._call(calls.health())
+
+    async def smolfiles(self) -> List[SmolfileExample]:
+        return await self._call(calls.smolfiles())
+
+    async def gc(self) -> GcResult:
+        return await self._call(calls.gc())
+
+    async def listen(self, host: str = "127.0.0.1", port: int = 0) -> Listener:
+        return await self._call(calls.listen(host, port))
+
+    async def unlisten(self, port: int) -> None:
+        await self._call(calls.unlisten(port))
+
+    async def shutdown(self) -> None:
+        await self._call(calls.shutdown())
+
+    # -- episodes --
+
+    async def up(self, smolfile: "Union[str, os.PathLike[str]]", name: Optional[str] = None) -> Up:
+        return await self._call(calls.up(fspath(smolfile), name))
+
+    async def episodes(self) -> List[Episode]:
+        return await self._call(calls.episodes())
+
+    async def episode(self, ref: Ref) -> Episode:
+        return await self._call(calls.episode(ref))
+
+    async def destroy(self, episode: Ref) -> None:
+        await self._call(calls.destroy(episode))
+
+    # -- VMs --
+
+    async def vms(self) -> List[Vm]:
+        return await self._call(calls.vms())
+
+    async def vm(self, ref: Ref) -> Vm:
+        return await self._call(calls.vm(ref))
+
+    async def stop(self, vm: Ref) -> Vm:
+        return await self._call(calls.lifecycle("stop", vm))
+
+    async def start(self, vm: Ref) -> Vm:
+        return await self._call(calls.lifecycle("start", vm))
+
+    async def pause(self, vm: Ref) -> Vm:
+        return await self._call(calls.lifecycle("pause", vm))
+
+    async def resume(self, vm: Ref) -> Vm:
+        return await self._call(calls.lifecycle("resume", vm))
+
+    async def reset(self, vm: Ref) -> Vm:
+        return await self._call(calls.lifecycle("reset", vm))
+
+    async def remove_vm(self, vm: Ref) -> None:
+        await self._call(calls.remove_vm(vm))
+
+    async def memory(self, vm: Ref) -> MemoryStats:
+        return await self._call(calls.memory(vm))
+
+    async def metrics(self, vm: Ref) -> MetricsHistory:
+        return await self._call(calls.metrics(vm))
+
+    # -- snapshots --
+
+    async def snapshots(self, episode: Ref) -> List[Snapshot]:
+        return await self._call(calls.snapshots(episode))
+
+    async def snapshot_tree(self, episode: Ref) -> List[SnapshotNode]:
+        return build_tree(await self.snapshots(episode))
+
+    async def snapshot(self, ref: Ref) -> Snapshot:
+        return await self._call(calls.snapshot(ref))
+
+    async def update_snapshot(self, ref: Ref, name: Optional[str] = None, note: Optional[str] = None) -> Snapshot:
+        return await self._call(calls.update_snapshot(ref, name, note))
+
+    async def delete_snapshot(self, ref: Ref) -> None:
+        await self._call(calls.delete_snapshot(ref))
+
+    async def checkpoint(self, vm: Ref, name: Optional[str] = None, note: Optional[str] = None) -> Snapshot:
+        return await self._call(calls.checkpoint(vm, name, note))
+
+    async def fork(self, ref: Ref, n: int = 1) -> ForkResult:
+        return await self._call(calls.fork(ref, n))
+
+    async def restore(self, vm: Ref, snapshot: Ref) -> RestoreResult:
+        return await self._call(calls.restore(vm, snapshot))
+
+    # -- the console --
+
+    async def write(self, vm: Ref, text: str) -> None:
+        await self._call(calls.write(vm, text))
+
+    async def logs(self, vm: Ref, tail: Optional[int] = None) -> Logs:
+        return await self._call(calls.logs(vm, tail))
+
+    async def screen(self, vm: Ref) -> Screen:
+        return await self._call(calls.screen(vm))
+
+    async def recording(self, vm: Ref) -> str:
+        return await self._call(calls.recording(vm))
+
+    async def console(self, vm: Ref) -> AsyncConsoleStream:
+        vm_id = ref_of(vm, "vm")
+        return AsyncConsoleStream(await self.transport.websocket(console_path(vm_id)), vm_id)
+
+    async def wait_for_output(self, vm: Ref, pattern: Union[str, Pattern[str]], timeout: float = 30.0) -> Any:
+        async with await self.console(vm) as console:
+            return await console.wait_for(pattern, timeout)
+
+    # -- commands and files in the guest --
+
+    async def exec_stream(
+        self,
+        vm: Ref,
+        argv: List[str],
+        *,
+        env: Optional[Dict[str, str]] = None,
+        workdir: Optional[str] = None,
+        timeout: Optional[float] = None,
+        stdin: bool = False,
+    ) -> AsyncExecStream:
+        request = exec_request(argv, env, workdir, timeout, stdin)
+        session = ExecSession(ref_of(vm, "vm"))
+        ws = await self.transport.websocket(session.path())
+        await ws.send_json(request)
+        return AsyncExecStream(ws, session)
+
+    async def exec(
+        self,
+        vm: Ref,
+        argv: List[str],
+        *,
+        stdin: AsyncStdin = None,
+        env: Optional[Dict[str, str]] = None,
+        workdir: Optional[str] = None,
+        timeout: Optional[float] = None,
+        on_stdout: Optional[Callable[[bytes], None]] = None,
+        on_stderr: Optional[Callable[[bytes], None]] = None,
+    ) -> ExecResult:
+        """As ``Smol.exec``; ``stdin`` may also be an async iterable of bytes."""
+        stream = await self.exec_stream(vm, argv, env=env, workdir=workdir, timeout=timeout, stdin=stdin is not None)
+        out: List[bytes] = []
+        err: List[bytes] = []
+        pump: Optional[asyncio.Task] = None
+        async with stream:
+            if isinstance(stdin, (bytes, bytearray, memoryview, str)):
+                await stream.write(stdin if isinstance(stdin, str) else bytes(stdin))
+                await stream.close_stdin()
+            elif stdin is not None:
+                source = stdin
+
+                async def feed() -> None:
+                    async for chunk in _each(source):  # type: ignore[arg-type]
+                        await stream.write(chunk)
+                    await stream.close_stdin()
+
+                pump = asyncio.ensure_future(feed())
+            try:
+                async for fd, chunk in stream:
+                    if fd == 2:
+                        (on_stderr or err.append)(chunk)
+                    else:
+                        (on_stdout or out.append)(chunk)
+            except StreamClosed:
+                if pump is not None and pump.done() and pump.exception() is not None:
+                    raise pump.exception() from None  # type: ignore[misc]
+                raise
+            finally:
+                if pump is not None and not pump.done():
+                    pump.cancel()
+        assert stream.result is not None
+        r = stream.result
+        return ExecResult(r.exit_code, r.signal, r.timed_out, b"".join(out), b"".join(err))
+
+    async def read_file(self, vm: Ref, path: str) -> bytes:
+        return await self._call(calls.read_file(vm, path))
+
+    async def write_file(
+        self,
+        vm: Ref,
+        path: str,
+        data: Union[bytes, str, Iterable[bytes], AsyncIterable[bytes]],
+        mode: Optional[int] = None,
+    ) -> int:
+        return await self._call(calls.write_file(vm, path, data, mode))  # type: ignore[arg-type]
+
+    # -- events --
+
+    async def events(self) -> AsyncEventStream:
+        """Every engine event from now on (subscribed when this returns): ``async with await smol.events() as ev``."""
+        return AsyncEventStream(await self.transport.websocket(EVENTS_PATH))
+
+    # -- shapes a harness wants --
+
+    async def run(
+        self,
+        smolfile: "Union[str, os.PathLike[str]]",
+        argv: List[str],
+        *,
+        stdin: AsyncStdin = None,
+        env: Optional[Dict[str, str]] = None,
+        workdir: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> ExecResult:
+        async with self.episode_scope(smolfile) as started:
+            return await self.exec(started.vm, argv, stdin=stdin, env=env, workdir=workdir, timeout=timeout)
+
+    @contextlib.asynccontextmanager
+    async def episode_scope(
+        self, smolfile: "Union[str, os.PathLike[str]]", name: Optional[str] = None
+    ) -> AsyncIterator[Up]:
+        """``async with smol.episode_scope(path) as ep:``; the episode is destroyed at exit, also when it raises."""
+        started = await self.up(smolfile, name)
+        try:
+            yield started
+        finally:
+            try:
+                await self.destroy(started.episode.id)
+            except NotFound:
+                pass
+
+    async def _remove_all(self, children: List[Vm]) -> None:
+        async def remove(child: Vm) -> None:
+            try:
+                await self.remove_vm(child.id)
+            except NotFound:
+                pass
+
+        await asyncio.gather(*(remove(c) for c in children))
+
+    async def fork_map(self, vm: Ref, n: int, fn: Callable[[Vm, int], Awaitable[T]], *, keep: bool = False) -> List[T]:
+        """Forks ``vm`` ``n`` times and awaits ``fn(child, index)`` for all children at once; results in order.
+        The children are removed afterwards unless ``keep``; the first error is raised after all finished."""
+        children = (await self.fork(vm, n)).children
+        try:
+            results = await asyncio.gather(*(fn(child, i) for i, child in enumerate(children)), return_exceptions=True)
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+            return list(results)  # type: ignore[arg-type]
+        finally:
+            if not keep:
+                await self._remove_all(children)
+
+    async def fork_verify(self, vm: Ref, fn: Callable[[Vm], Awaitable[T]], *, keep: bool = False) -> "asyncio.Task[T]":
+        """Forks ``vm`` once now and runs ``fn(child)`` on the copy as a task while the episode goes on."""
+        child = (await self.fork(vm, 1)).children[0]
+
+        async def grade() -> T:
+            try:
+                return await fn(child)
+            finally:
+                if not keep:
+                    await self._remove_all([child])
+
+        return asyncio.ensure_future(grade())
+
+
+class _Connecting:
+    """What ``connect_async`` returns: ``await`` it for the client, or ``async with`` it (closed at exit)."""
+
+    def __init__(self, factory: Callable[[], Awaitable[AsyncSmol]]) -> None:
+        self._factory = factory
+        self._client: Optional[AsyncSmol] = None
+
+    def __await__(self) -> Generator[Any, None, AsyncSmol]:
+        return self._factory().__await__()
+
+    async def __aenter__(self) -> AsyncSmol:
+        self._client = await self._factory()
+        return self._client
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+
+def connect_async(
+    home: "Optional[Union[str, os.PathLike[str]]]" = None,
+    *,
+    url: Optional[str] = None,
+    token: Optional[str] = None,
+    start: bool = True,
+    timeout: float = 60.0,
+    request_timeout: Optional[float] = None,
+    smol: Optional[str] = None,
+) -> _Connecting:
+    """As ``connect``, for asyncio: ``async with connect_async() as smol:`` or ``smol = await connect_async()``."""
+
+    async def factory() -> AsyncSmol:
+        if url is not None:
+            client = AsyncSmol(AsyncTransport(Target.url(url, token), request_timeout))
+            await client.health()
+            return client
+        where = smol_home(home)
+        client = AsyncSmol(AsyncTransport(Target.unix(socket_path(where)), request_timeout), where)
+        if await _answers(client):
+            return client
+        if not start:
+            raise EngineUnavailable(no_engine(where))
+        launcher = EngineLauncher(where, smol)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if await _answers(client):
+                return client
+            failure = launcher.failure()
+            if failure:
+                raise EngineUnavailable(failure)
+            await asyncio.sleep(0.05)
+        raise EngineUnavailable(launcher.timed_out(timeout))
+
+    return _Connecting(factory)
+
+
+async def _answers(client: AsyncSmol) -> bool:
+    try:
+        await client.health()
+        return True
+    except (EngineUnavailable, ProtocolError, SmolError, OSError):
+        return False
