@@ -5,10 +5,13 @@
 #          `clang` alone does not pull it in without recommends): the snapshot loader's fuzzer (npm run fuzz)
 #   lab:   QEMU (TCG with emulated SVM), busybox, cpio, xz: the KVM lab (docs/lab.md)
 #   tests: util-linux (unshare) for the no-/dev/kvm test; chromium for the UI tests (Playwright drives it: e2e/)
+#   python: pytest, wsproto (the Python SDK's one dependency; it brings h11) and venv (its offline pip install test):
+#          sdk/python/tests, run with /usr/bin/python3
 # The guest kernel build (smol guest build) installs its own packages when it runs.
 set -euo pipefail
 
-packages=(build-essential python3 clang libclang-rt-14-dev qemu-system-x86 busybox-static cpio xz-utils util-linux chromium)
+packages=(build-essential python3 clang libclang-rt-14-dev qemu-system-x86 busybox-static cpio xz-utils util-linux chromium
+  python3-pytest python3-wsproto python3-h11 python3-venv)
 
 missing=()
 for p in "${packages[@]}"; do

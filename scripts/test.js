@@ -202,6 +202,49 @@ async function debianImagePart() {
   return { name, result, counts: { passed: ok ? 1 : 0, failed: ok ? 0 : 1 } };
 }
 
+/** pytest's JUnit XML (`<testsuite tests= failures= errors= skipped=>`), else its summary line (`3 passed, 1 failed`). */
+function countsFromPytest(xmlFile, output) {
+  let xml = '';
+  try {
+    xml = fs.readFileSync(xmlFile, 'utf8');
+  } catch {
+    // no report: read the summary line below
+  }
+  const suite = /<testsuite\b([^>]*)>/.exec(xml)?.[1];
+  const attr = (source, name) => Number(new RegExp(`\\b${name}="(\\d+)"`).exec(source)?.[1] ?? 0);
+  if (suite) {
+    const [failed, skipped] = [attr(suite, 'failures') + attr(suite, 'errors'), attr(suite, 'skipped')];
+    return { passed: attr(suite, 'tests') - failed - skipped, failed, skipped };
+  }
+  const line = stripAnsi(output)
+    .split('\n')
+    .findLast((l) => /\d+ (passed|failed|error)/.test(l));
+  if (!line) return null;
+  const count = (word) => Number(new RegExp(`(\\d+) ${word}`).exec(line)?.[1] ?? 0);
+  return { passed: count('passed'), failed: count('failed') + count('error'), skipped: count('skipped') };
+}
+
+/**
+ * The Python SDK's tests (sdk/python/tests) with Debian's python3 and python3-pytest (scripts/setup-system.sh), against
+ * a real engine: the tiny guests on this machine's /dev/kvm when it is usable (PVM included), else in the KVM lab; the
+ * `agent` tests (a Linux guest) with them on hardware KVM, else on their own in the lab (`agent: true`). pytest's
+ * exit 5 (no tests collected) is a failure.
+ */
+async function pytestPart({ agent = false } = {}) {
+  const hardware = kvmUsable() && kvmImplementation() === 'hardware';
+  const inLab = agent || !kvmUsable();
+  const name = `Python SDK ${agent ? 'agent tests' : 'tests'} (pytest, ${inLab ? 'KVM lab' : 'this machine’s /dev/kvm'})`;
+  if (inLab && process.env.SMOL_IN_LAB === '1') return { name, problem: '/dev/kvm is not usable inside the KVM lab' };
+  const xmlFile = path.join(resultsDir, agent ? 'pytest-agent.xml' : 'pytest.xml');
+  fs.rmSync(xmlFile, { force: true });
+  const filter = agent ? ['-m', 'agent'] : hardware ? [] : ['-m', 'not agent'];
+  const argv = ['/usr/bin/python3', '-m', 'pytest', 'sdk/python/tests', '-rs', `--junitxml=${xmlFile}`, ...filter];
+  const lab = [process.execPath, path.join(root, 'scripts', 'lab.js'), '--stall', '600', '--'];
+  const result = await run(inLab ? [...lab, 'env', `SMOL_PYTEST_AGENT=${agent ? 1 : 0}`, ...argv] : argv);
+  if (result.status === 5) return { name, result, problem: 'collected no tests (pytest exit 5)' };
+  return { name, result, counts: countsFromPytest(xmlFile, result.output) };
+}
+
 /** Turns one part's outcome into counts; a part that did not run or did not report counts as one failure. */
 function settle(part) {
   const { name, result, counts } = part;
@@ -228,11 +271,16 @@ async function main() {
   parts.push(settle(await vitestPart('unit tests (vitest --project unit)', 'unit')));
   parts.push(settle(await kvmPart('VMM tests', 'vmm')));
   parts.push(settle(await e2ePart()));
+  parts.push(settle(await pytestPart()));
   const guest = settle(await guestBuildPart());
   parts.push(guest);
   if (guest.failed === 0) parts.push(settle(await debianImagePart()));
   if (guest.failed === 0) parts.push(settle(await kvmPart('Linux guest tests', 'linux', { needs: 'hardware' })));
   else parts.push(settle({ name: 'Linux guest tests', problem: 'not run: the guest did not build' }));
+  if (!(kvmUsable() && kvmImplementation() === 'hardware')) {
+    if (guest.failed === 0) parts.push(settle(await pytestPart({ agent: true })));
+    else parts.push(settle({ name: 'Python SDK agent tests', problem: 'not run: the guest did not build' }));
+  }
 
   process.stdout.write('\n');
   for (const part of parts) {
