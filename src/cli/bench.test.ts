@@ -32,7 +32,7 @@ describe('smol bench arguments', () => {
 
   it('names the benchmarks it knows when given another', () => {
     expect(() => parseBenchArgs(['forks'])).toThrow(
-      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, console, disk)',
+      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, console, disk, sdk)',
     );
   });
 
@@ -125,7 +125,7 @@ describe('smol bench arguments', () => {
     });
     expect(() => parseBenchArgs(['reset', '--cpus', '2'])).toThrow('--cpus is not an option of the reset benchmark');
     expect(() => parseBenchArgs(['fork', '-f', 'x'])).toThrow(
-      '--file is an option of the reset, exec and files benchmarks only',
+      '--file is an option of the reset, exec, files and sdk benchmarks only',
     );
   });
 
@@ -188,8 +188,22 @@ describe('smol bench arguments', () => {
       runs: 3,
       qemu: '/opt/qemu',
     });
-    expect(() => parseBenchArgs(['disk', '--forks', '2'])).toThrow('--forks is an option of the fanout benchmark only');
+    expect(() => parseBenchArgs(['disk', '--forks', '2'])).toThrow(
+      '--forks is an option of the fanout and sdk benchmarks only',
+    );
     expect(() => parseBenchArgs(['disk', '--linux'])).toThrow('--linux is an option of the restore benchmark only');
+  });
+
+  it('sdk defaults to 10 runs of fork(8) on the echo guest and takes -f and --forks', () => {
+    expect(parseBenchArgs(['sdk'])).toMatchObject({ name: 'sdk', json: false, runs: 10, forks: 8 });
+    expect((parseBenchArgs(['sdk']) as { smolfile: string }).smolfile).toMatch(/smolfiles\/echo\.smolfile$/);
+    expect(parseBenchArgs(['sdk', '-f', 'x.smolfile', '--forks', '4', '--runs', '3'])).toMatchObject({
+      smolfile: path.resolve('x.smolfile'),
+      forks: 4,
+      runs: 3,
+    });
+    expect(() => parseBenchArgs(['sdk', '--forks', '65'])).toThrow(/--forks/);
+    expect(() => parseBenchArgs(['sdk', '--memory', '64'])).toThrow('--memory is not an option of the sdk benchmark');
   });
 
   it('console defaults to 5 runs of 100,000 lines and takes --lines only of the ui options', () => {

@@ -7,6 +7,7 @@ import { benchExec, benchFiles } from '../bench/agent.js';
 import { benchDisk, formatDiskBenchResult, type DiskBenchResult } from '../bench/disk.js';
 import { benchReset } from '../bench/reset.js';
 import { benchRestoreLinux } from '../bench/restore-linux.js';
+import { benchSdk } from '../bench/sdk.js';
 import { benchSnapshot, type SnapshotBenchResult, type TinySnapshotBench } from '../bench/snapshot.js';
 import { benchUi, formatUiBenchResult, type UiBenchResult } from '../bench/ui.js';
 import { benchVmCreate, type BenchResult } from '../bench/vm-create.js';
@@ -30,6 +31,7 @@ export const BENCHMARKS = [
   'ui',
   'console',
   'disk',
+  'sdk',
 ] as const;
 const SNAPSHOT_BENCHMARKS = ['snapshot', 'restore', 'fork', 'fanout'] as const;
 /** Guest RAM sizes the snapshot benchmarks measure unless --memory names one. */
@@ -51,6 +53,7 @@ export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--ke
        smol bench console [--json] [--runs N] [--lines N]
        smol bench disk [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
                        [--cmdline STR] [--qemu FILE]
+       smol bench sdk [--json] [--runs N] [--forks N] [-f SMOLFILE]
 
 Benchmarks:
   vm-create   create → first serial byte of a printing tiny guest, and a create+kill cycle
@@ -85,6 +88,10 @@ Benchmarks:
               256 MiB raw base) against QEMU microvm's (the same base, snapshot=on), a fresh VM of
               each per run, interleaved; prints both medians and the ratio ours/QEMU (takes the boot
               benchmark's options)
+  sdk         the Python SDK (sdk/python, run by /usr/bin/python3) against the TypeScript SDK on the
+              same engine and VM, taking turns each run: an exec round trip (a guest with the agent;
+              else a console round trip: type, see the echo) and a fork(8) until the children run;
+              prints both and the ratio Python/TypeScript (goal: at most 1.2)
 
 Options:
   --runs N        measured runs per metric, 1 to 10000 (default 20 for vm-create, snapshot, restore
@@ -96,9 +103,10 @@ Options:
   --cpus N        boot: vCPUs (default ${VM_LIMITS.cpus.default})
   --memory MiB    boot: guest RAM (default ${VM_LIMITS.memoryMiB.default}); snapshot, restore, fork, fanout:
                   one size instead of both ${SNAPSHOT_MEMORY_MIB.join(' and ')}
-  --forks N       fanout: children in one fork call, 1 to 1024 (default 64)
-  -f, --file F    reset, exec, files: the Smolfile (default smolfiles/shell.smolfile when the Linux guest is built,
-                  else smolfiles/echo.smolfile, a bare kernel that has no base snapshot)
+  --forks N       fanout: children in one fork call, 1 to 1024 (default 64); sdk: 1 to 64 (default 8)
+  -f, --file F    reset, exec, files, sdk: the Smolfile (default smolfiles/shell.smolfile when the Linux guest is built,
+                  else smolfiles/echo.smolfile, a bare kernel that has no base snapshot); sdk: echo.smolfile,
+                  or shell.smolfile inside the KVM lab when the Linux guest is built
   --qemu FILE     boot: QEMU to compare with (default ${DEFAULT_QEMU} on PATH)
   --episodes N    ui: episodes in the list (default 1000)
   --snapshots N   ui: snapshots in the fork tree (default 5000)
@@ -133,7 +141,8 @@ export type BenchArgs =
   | { name: TinySnapshotBench; json: boolean; runs: number; memoryMiB: number[]; forks?: number }
   | { name: 'reset' | 'exec' | 'files'; json: boolean; runs: number; smolfile: string }
   | { name: 'ui'; json: boolean; runs: number; episodes: number; snapshots: number; lines: number; chromium: string }
-  | { name: 'console'; json: boolean; runs: number; lines: number };
+  | { name: 'console'; json: boolean; runs: number; lines: number }
+  | { name: 'sdk'; json: boolean; runs: number; smolfile: string; forks: number };
 
 const FLAGS = {
   json: { type: 'boolean', default: false },
@@ -223,8 +232,8 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   const runs = (fallback: number) =>
     parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 10_000, default: fallback });
   const engineBench = name === 'reset' || name === 'exec' || name === 'files';
-  if (flags.file !== undefined && !engineBench) {
-    throw new UsageError('bench', '--file is an option of the reset, exec and files benchmarks only');
+  if (flags.file !== undefined && !engineBench && name !== 'sdk') {
+    throw new UsageError('bench', '--file is an option of the reset, exec, files and sdk benchmarks only');
   }
   if (flags.linux && name !== 'restore')
     throw new UsageError('bench', '--linux is an option of the restore benchmark only');
@@ -245,7 +254,19 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   if ((SNAPSHOT_BENCHMARKS as readonly string[]).includes(name) && !flags.linux) {
     return parseSnapshotArgs(name as TinySnapshotBench, flags, runs);
   }
-  if (flags.forks !== undefined) throw new UsageError('bench', '--forks is an option of the fanout benchmark only');
+  if (name === 'sdk') {
+    const misplaced = (['kernel', 'linux', ...BOOT_ONLY] as const).find(
+      (flag) => flags[flag] !== undefined && flags[flag] !== false,
+    );
+    if (misplaced) throw new UsageError('bench', `--${misplaced} is not an option of the sdk benchmark`);
+    const built = findGuestAssets();
+    const lab = process.env.SMOL_IN_LAB === '1' && built.kernel && built.initramfs;
+    const fallback = path.join(packageRoot, 'smolfiles', lab ? 'shell.smolfile' : 'echo.smolfile');
+    const forks = parseIntegerFlag('bench', '--forks', flags.forks, { min: 1, max: 64, default: 8 });
+    return { name, json: flags.json, runs: runs(10), smolfile: path.resolve(flags.file ?? fallback), forks };
+  }
+  if (flags.forks !== undefined)
+    throw new UsageError('bench', '--forks is an option of the fanout and sdk benchmarks only');
   if (engineBench) {
     const misplaced = (['kernel', ...BOOT_ONLY] as const).find((flag) => flags[flag] !== undefined);
     if (misplaced) throw new UsageError('bench', `--${misplaced} is not an option of the ${name} benchmark`);
@@ -344,7 +365,10 @@ export async function runBench(argv: string[]): Promise<number> {
     return 0;
   }
   let result: BenchResult | BootBenchResult | SnapshotBenchResult | DiskBenchResult;
-  if (args.name === 'reset' || args.name === 'exec' || args.name === 'files') {
+  if (args.name === 'sdk') {
+    const progress = (line: string) => process.stderr.write(`bench sdk: ${line}\n`);
+    result = await benchSdk({ smolfile: args.smolfile, runs: args.runs, forks: args.forks, progress });
+  } else if (args.name === 'reset' || args.name === 'exec' || args.name === 'files') {
     const name = args.name;
     const progress = (line: string) => process.stderr.write(`bench ${name}: ${line}\n`);
     const options = { smolfile: args.smolfile, runs: args.runs, fileMiB: 16, progress };
