@@ -1,0 +1,538 @@
+// OCI images as root disks (docs/images.md, "OCI images"): the image's layers applied in order to a tree, our static
+// busybox, init and guest agent put in /.smol (with our /etc/inittab), and the tree made into a sparse ext4 with
+// `mke2fs -d`: oci-<key>.ext4 under <guest cache>/images, the base of the VM's disk chain. The key covers the
+// image's manifest digest and our files, so the same image pulled again is found, not converted again.
+import { createHash } from 'node:crypto';
+import {
+  chmodSync,
+  closeSync,
+  createReadStream,
+  existsSync,
+  ftruncateSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import { AGENT_BINARY } from '../agent-client/host-agent.js';
+import { packageRoot } from '../package-root.js';
+import type { ProgressCallback } from './build-progress.js';
+import { createBuildDir, removeAbandonedBuildDirs } from './build-dir.js';
+import { imagesDir } from './debian-image.js';
+import { syncFile, writeFileAtomic } from './guest-assets.js';
+import { isDynamicElf } from './initramfs-build.js';
+import { runLogged } from './logged-command.js';
+import { LayerTree } from './oci-layers.js';
+import { parseReference, shortName, type OciReference } from './oci-reference.js';
+import type { BlobProgress, Descriptor } from './oci-registry.js';
+import { openImageSource, type ImageRunConfig, type ImageSource } from './oci-source.js';
+import { mke2fsArgs, rootfsUuid } from './rootfs-build.js';
+
+/** Bump when the steps below change the image they make. */
+export const OCI_RECIPE_VERSION = 1;
+/** The smallest disk the guest sees (sparse: what the files take is what the host's disk gives). */
+export const OCI_MIN_IMAGE_BYTES = 4 * 1024 ** 3;
+export const OCI_RESOURCES = path.join(packageRoot, 'resources', 'guest-oci');
+/** The static busybox that runs /.smol/init and init itself (Debian's busybox-static, as the builtin image's). */
+export const HOST_BUSYBOX = '/bin/busybox';
+/** The kernel's init for an OCI image: ours, in /.smol, not the image's. */
+export const OCI_INIT = '/.smol/init';
+/** Layers downloading at once, as docker's max-concurrent-downloads. */
+const CONCURRENT_DOWNLOADS = 3;
+const BUILD_DIR_PREFIX = 'build-oci-';
+const REFS_FILE = 'oci-refs.json';
+const RECORD_FORMAT = 1;
+const MKE2FS = '/sbin/mke2fs';
+const E2FSCK = '/sbin/e2fsck';
+const GiB = 1024 ** 3;
+
+export interface OciImageRecord {
+  format: number;
+  kind: 'oci';
+  /** The references that were pulled as this image (canonical spellings). */
+  references: string[];
+  digest: string;
+  configDigest: string;
+  layers: { digest: string; size: number }[];
+  config: ImageRunConfig;
+  key: string;
+  built: string;
+  seconds: number;
+  /** Device nodes and FIFOs the layers had, left out. */
+  skipped: number;
+}
+
+/** One layer's state as `docker pull` shows it. */
+export interface LayerProgress {
+  index: number;
+  digest: string;
+  status: 'waiting' | 'downloading' | 'downloaded' | 'cached' | 'extracting' | 'done';
+  received: number;
+  total: number;
+}
+
+export interface OciImageOptions {
+  reference: string | OciReference;
+  /** Ask the source again even when the reference was pulled before (a tag may have moved); `smol image pull` does. */
+  refresh?: boolean;
+  /** Convert again even when the image of that digest is here. */
+  force?: boolean;
+  onProgress?: ProgressCallback;
+  onLayer?: (layer: LayerProgress) => void;
+  signal?: AbortSignal;
+  dir?: string;
+  credentialsFile?: string;
+}
+
+export interface OciImageResult {
+  reference: string;
+  name: string;
+  file: string;
+  digest: string;
+  config: ImageRunConfig;
+  cached: boolean;
+  size: number;
+  allocated: number;
+  seconds: number | null;
+}
+
+export interface InjectedFile {
+  name: string;
+  data: Buffer;
+  mode: number;
+}
+
+/** What goes into /.smol: busybox, the agent and resources/guest-oci's scripts; checked to be there and static. */
+export function readInjectedFiles(): InjectedFile[] {
+  for (const [file, how] of [
+    [AGENT_BINARY, 'build the guest agent first (make -C native agent)'],
+    [HOST_BUSYBOX, 'install busybox-static (scripts/setup-system.sh)'],
+  ] as const) {
+    if (!existsSync(file)) throw new Error(`${file} is missing: ${how}`);
+    if (isDynamicElf(file))
+      throw new Error(`${file} is dynamically linked; an OCI image's VM needs it static (${how})`);
+  }
+  const resources = readdirSync(OCI_RESOURCES)
+    .sort()
+    .map((name) => ({
+      name,
+      data: readFileSync(path.join(OCI_RESOURCES, name)),
+      mode: name === 'inittab' ? 0o644 : 0o755,
+    }));
+  return [
+    ...resources,
+    { name: 'busybox', data: readFileSync(HOST_BUSYBOX), mode: 0o755 },
+    { name: 'smol-agent', data: readFileSync(AGENT_BINARY), mode: 0o755 },
+  ];
+}
+
+/** The cache key of the disk made of image `digest` with `files`: recipe, digest and our files, length-prefixed. */
+export function ociImageKey(digest: string, files: InjectedFile[]): string {
+  const hash = createHash('sha256').update(`smol-oci-image\0recipe ${OCI_RECIPE_VERSION}\0digest ${digest}\0`);
+  for (const file of files) hash.update(`file ${file.name} ${file.mode} ${file.data.length}\0`).update(file.data);
+  return hash.digest('hex').slice(0, 16);
+}
+
+export const ociImageName = (key: string) => `oci-${key}`;
+export const blobFile = (dir: string, digest: string) =>
+  path.join(dir, 'blobs', 'sha256', digest.replace(/^sha256:/, ''));
+
+interface RefsFile {
+  format: 1;
+  refs: Record<string, { name: string; digest: string; pulled: string }>;
+}
+
+export function readRefs(dir: string): RefsFile {
+  try {
+    const parsed = JSON.parse(readFileSync(path.join(dir, REFS_FILE), 'utf8')) as RefsFile;
+    if (parsed.format === 1 && parsed.refs && typeof parsed.refs === 'object') return parsed;
+  } catch {
+    // none yet, or unreadable: no references
+  }
+  return { format: 1, refs: {} };
+}
+
+function writeRefs(dir: string, refs: RefsFile): void {
+  writeFileAtomic(path.join(dir, REFS_FILE), JSON.stringify(refs, null, 2) + '\n');
+}
+
+export function readOciRecord(dir: string, name: string): OciImageRecord | null {
+  try {
+    const record = JSON.parse(readFileSync(path.join(dir, `${name}.json`), 'utf8')) as OciImageRecord;
+    return record.format === RECORD_FORMAT && record.kind === 'oci' ? record : null;
+  } catch {
+    return null;
+  }
+}
+
+export interface LocatedOciImage {
+  reference: string;
+  name: string;
+  file: string;
+  record: OciImageRecord;
+}
+
+/** The converted image a reference was last pulled as, or null (never pulled, or its files are gone). Never pulls. */
+export function locateOciImage(reference: string | OciReference, dir = imagesDir()): LocatedOciImage | null {
+  const ref = typeof reference === 'string' ? parseReference(reference) : reference;
+  const entry = readRefs(dir).refs[ref.canonical];
+  if (!entry) return null;
+  const file = path.join(dir, `${entry.name}.ext4`);
+  const record = readOciRecord(dir, entry.name);
+  if (!record || !existsSync(file)) return null;
+  return { reference: ref.canonical, name: entry.name, file, record };
+}
+
+const sizes = (file: string) => {
+  const stats = statSync(file);
+  return { size: stats.size, allocated: stats.blocks * 512 };
+};
+
+/**
+ * The image `reference` names as a root disk: found in the cache when it was pulled before (unless `refresh`), else
+ * pulled or read, converted and published. Nothing half-made is left in the cache when it fails or is aborted.
+ */
+export async function ensureOciImage(options: OciImageOptions): Promise<OciImageResult> {
+  const dir = options.dir ?? imagesDir();
+  const report = options.onProgress ?? (() => {});
+  const reference = typeof options.reference === 'string' ? parseReference(options.reference) : options.reference;
+  mkdirSync(dir, { recursive: true });
+  const files = readInjectedFiles();
+  const known = locateOciImage(reference, dir);
+  // A digest names one image for good; a local image is read again only when asked to (it may have changed).
+  if (known && !options.force && !options.refresh && ociImageKey(known.record.digest, files) === known.record.key) {
+    report({ step: 'image', detail: `cached ${known.name}.ext4`, fraction: 1 });
+    return result(reference, known.name, known.file, known.record, true, null);
+  }
+  for (const dead of removeAbandonedBuildDirs(dir, BUILD_DIR_PREFIX)) {
+    report({ step: 'prepare', detail: `removed ${dead}, left behind by a conversion that died` });
+  }
+  const started = Date.now();
+  const work = createBuildDir(dir, BUILD_DIR_PREFIX);
+  try {
+    report({ step: 'resolve', detail: shortName(reference) });
+    const source = await openImageSource(reference, {
+      blobFile: (digest) => blobFile(dir, digest),
+      work: () => work,
+      ...(options.signal && { signal: options.signal }),
+      ...(options.credentialsFile && { credentialsFile: options.credentialsFile }),
+    });
+    const key = ociImageKey(source.digest, files);
+    const name = ociImageName(key);
+    const file = path.join(dir, `${name}.ext4`);
+    let record = readOciRecord(dir, name);
+    let cached = true;
+    if (!record || !existsSync(file) || options.force) {
+      cached = false;
+      record = await convert({ ...options, source, key, name, file, work, dir, files, report, started });
+    }
+    remember(dir, reference, name, record);
+    record = readOciRecord(dir, name) ?? record;
+    return result(reference, name, file, record, cached, cached ? null : record.seconds);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+function result(
+  reference: OciReference,
+  name: string,
+  file: string,
+  record: OciImageRecord,
+  cached: boolean,
+  seconds: number | null,
+): OciImageResult {
+  return {
+    reference: reference.canonical,
+    name,
+    file,
+    digest: record.digest,
+    config: record.config,
+    cached,
+    ...sizes(file),
+    seconds,
+  };
+}
+
+/** Points the reference at `name` and adds it to the record's references. */
+function remember(dir: string, reference: OciReference, name: string, record: OciImageRecord): void {
+  const refs = readRefs(dir);
+  refs.refs[reference.canonical] = { name, digest: record.digest, pulled: new Date().toISOString() };
+  writeRefs(dir, refs);
+  if (!record.references.includes(reference.canonical)) {
+    record.references.push(reference.canonical);
+    writeFileAtomic(path.join(dir, `${name}.json`), JSON.stringify(record, null, 2) + '\n');
+  }
+}
+
+interface ConvertOptions extends OciImageOptions {
+  source: ImageSource;
+  key: string;
+  name: string;
+  file: string;
+  work: string;
+  dir: string;
+  files: InjectedFile[];
+  report: ProgressCallback;
+  started: number;
+}
+
+/** Layers into a tree (downloads in parallel, applied in order as they arrive), our files, mke2fs, publish. */
+async function convert(options: ConvertOptions): Promise<OciImageRecord> {
+  const { source, dir, work, report, name } = options;
+  if (process.getuid?.() !== 0) {
+    throw new Error(
+      "converting an OCI image needs root, to give the image's files their owners (uid and gid) in the disk; " +
+        'run it as root (sudo smol image pull REF)',
+    );
+  }
+  const tree = path.join(work, 'tree');
+  mkdirSync(tree);
+  const layerTree = new LayerTree(tree, { owners: true });
+  const onLayer = options.onLayer ?? (() => {});
+  const state = source.layers.map((layer, index): LayerProgress => ({
+    index,
+    digest: layer.digest,
+    status: 'waiting',
+    received: 0,
+    total: layer.size,
+  }));
+  const tell = (index: number, change: Partial<LayerProgress>) => onLayer(Object.assign(state[index]!, change));
+  state.forEach((_s, i) => tell(i, {}));
+  const downloads = fetchAll(source, dir, tell, options.signal);
+  // A failed download is seen where it is awaited; the others must not be unhandled meanwhile.
+  for (const download of downloads) download.catch(() => undefined);
+  const total = source.layers.reduce((sum, layer) => sum + layer.size, 0);
+  let applied = 0;
+  for (const [index, layer] of source.layers.entries()) {
+    report({
+      step: 'layers',
+      detail: `layer ${index + 1}/${source.layers.length} ${short(layer.digest)}`,
+      fraction: applied / Math.max(1, total),
+    });
+    await downloads[index];
+    tell(index, { status: 'extracting' });
+    await layerTree.apply(decompress(blobFile(dir, layer.digest), layer), layer.digest);
+    tell(index, { status: 'done' });
+    applied += layer.size;
+  }
+  options.signal?.throwIfAborted();
+  injectFiles(tree, options.files);
+  const imageBytes = Math.max(OCI_MIN_IMAGE_BYTES, Math.ceil((2 * layerTree.stats.bytes + GiB) / GiB) * GiB);
+  report({
+    step: 'image',
+    detail: `mke2fs ${name}.ext4 (${(layerTree.stats.bytes / 1024 ** 2).toFixed(1)} MiB of files)`,
+    fraction: 0.2,
+  });
+  const image = path.join(work, `${name}.ext4`);
+  const fd = openSync(image, 'wx');
+  try {
+    ftruncateSync(fd, imageBytes);
+  } finally {
+    closeSync(fd);
+  }
+  mkdirSync(path.join(dir, 'logs'), { recursive: true });
+  const log = path.join(dir, 'logs', `${name}.log`);
+  writeFileSync(log, `smol image pull: ${shortName(parseRefSafe(options.reference))} ${source.digest} as ${name}\n`);
+  await runLogged(MKE2FS, mke2fsArgs(tree, image, imageBytes, rootfsUuid(options.key)), {
+    cwd: work,
+    log,
+    ...(options.signal && { signal: options.signal }),
+  });
+  await runLogged(E2FSCK, ['-f', '-n', image], { cwd: work, log, ...(options.signal && { signal: options.signal }) });
+  syncFile(image);
+  const record: OciImageRecord = {
+    format: RECORD_FORMAT,
+    kind: 'oci',
+    references: [],
+    digest: source.digest,
+    configDigest: source.configDigest,
+    layers: source.layers.map((l) => ({ digest: l.digest, size: l.size })),
+    config: source.config,
+    key: options.key,
+    built: new Date().toISOString(),
+    seconds: Math.round((Date.now() - options.started) / 100) / 10,
+    skipped: layerTree.stats.skipped,
+  };
+  writeFileAtomic(path.join(dir, `${name}.json`), JSON.stringify(record, null, 2) + '\n');
+  // A link, not a rename: an image of the same key another conversion published meanwhile is kept (same bytes but
+  // for times; layers may already sit on it). --force replaces it.
+  if (options.force) renameSync(image, options.file);
+  else {
+    try {
+      linkSync(image, options.file);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+  }
+  report({ step: 'image', detail: `${name}.ext4`, fraction: 1 });
+  return record;
+}
+
+const parseRefSafe = (reference: string | OciReference) =>
+  typeof reference === 'string' ? parseReference(reference) : reference;
+const short = (digest: string) => digest.replace(/^sha256:/, '').slice(0, 12);
+
+/** Starts every layer's download (at most CONCURRENT_DOWNLOADS at once); a layer already in the store is not fetched. */
+function fetchAll(
+  source: ImageSource,
+  dir: string,
+  tell: (index: number, change: Partial<LayerProgress>) => void,
+  signal?: AbortSignal,
+): Promise<void>[] {
+  let running = 0;
+  const queue: (() => void)[] = [];
+  const slot = () =>
+    new Promise<void>((resolve) => {
+      if (running < CONCURRENT_DOWNLOADS) {
+        running++;
+        resolve();
+      } else
+        queue.push(() => {
+          running++;
+          resolve();
+        });
+    });
+  const release = () => {
+    running--;
+    queue.shift()?.();
+  };
+  return source.layers.map(async (layer: Descriptor, index) => {
+    const file = blobFile(dir, layer.digest);
+    if (existsSync(file)) return tell(index, { status: 'cached', received: layer.size });
+    await slot();
+    try {
+      signal?.throwIfAborted();
+      tell(index, { status: 'downloading' });
+      await source.fetchLayer(layer, file, (p: BlobProgress) => tell(index, { received: p.received }));
+      tell(index, { status: 'downloaded', received: layer.size });
+    } finally {
+      release();
+    }
+  });
+}
+
+/** The layer's tar: gunzipped when gzip (by its first bytes, whatever the media type says). */
+function decompress(file: string, layer: Descriptor): Readable {
+  const magic = Buffer.alloc(4);
+  const fd = openSync(file, 'r');
+  try {
+    readSyncFully(fd, magic);
+  } finally {
+    closeSync(fd);
+  }
+  if (magic.readUInt32BE(0) === 0x28b52ffd) {
+    throw new Error(`layer ${layer.digest} is zstd-compressed, which this Node (${process.version}) cannot decompress`);
+  }
+  const stream = createReadStream(file, { highWaterMark: 1 << 20 });
+  if (magic[0] !== 0x1f || magic[1] !== 0x8b) return stream;
+  const gunzip = createGunzip({ chunkSize: 1 << 18 });
+  stream.on('error', (err) => gunzip.destroy(err));
+  return stream.pipe(gunzip);
+}
+
+function readSyncFully(fd: number, buffer: Buffer): void {
+  // A blob shorter than 4 bytes is neither gzip nor zstd; the tar reader then says what is wrong with it.
+  buffer.fill(0);
+  readSync(fd, buffer, 0, buffer.length, 0);
+}
+
+/** Our files in /.smol, our /etc/inittab (with the image's shell), the mount points /.smol/init needs, a hostname. */
+export function injectFiles(tree: string, files: InjectedFile[]): void {
+  const smol = path.join(tree, '.smol');
+  rmSync(smol, { recursive: true, force: true });
+  mkdirSync(smol, { mode: 0o755 });
+  let inittab = '';
+  for (const file of files) {
+    if (file.name === 'inittab') {
+      inittab = file.data.toString('utf8');
+      continue;
+    }
+    writeFileSync(path.join(smol, file.name), file.data, { mode: file.mode });
+    chmodSync(path.join(smol, file.name), file.mode);
+  }
+  const has = (p: string) => {
+    try {
+      lstatSync(path.join(tree, p));
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const shell = has('bin/bash') ? '/bin/bash -l' : has('bin/sh') ? '/bin/sh -l' : '/.smol/busybox sh -l';
+  for (const dir of ['proc', 'sys', 'dev', 'tmp', 'run', 'etc', 'root']) {
+    const at = path.join(tree, dir);
+    if (!existsSync(at) && !has(dir)) mkdirSync(at, { mode: dir === 'tmp' ? 0o1777 : 0o755 });
+  }
+  const etc = path.join(tree, 'etc');
+  if (lstatSync(etc).isSymbolicLink()) throw new Error("the image's /etc is a symbolic link; it must be a directory");
+  for (const name of ['inittab', 'hostname', 'hosts']) {
+    const at = path.join(etc, name);
+    if (has(`etc/${name}`) && lstatSync(at).isSymbolicLink()) rmSync(at); // never written through a link
+  }
+  writeFileSync(path.join(etc, 'inittab'), inittab.replace('@SHELL@', shell), { mode: 0o644 });
+  if (!has('etc/hostname') || statSync(path.join(etc, 'hostname')).size === 0)
+    writeFileSync(path.join(etc, 'hostname'), 'smol\n');
+  if (!has('etc/hosts') || statSync(path.join(etc, 'hosts')).size === 0) {
+    writeFileSync(
+      path.join(etc, 'hosts'),
+      '127.0.0.1\tlocalhost\n127.0.1.1\tsmol\n::1\tlocalhost ip6-localhost ip6-loopback\n',
+    );
+  }
+}
+
+export interface OciImageEntry {
+  /** What `smol image ls` shows: the references pulled as it, shortest spelling. */
+  image: string;
+  references: string[];
+  name: string;
+  file: string;
+  digest: string;
+  size: number;
+  allocated: number;
+  built: string;
+  seconds: number | null;
+}
+
+/** The converted OCI images in `dir`, by name. */
+export function listOciImages(dir = imagesDir()): OciImageEntry[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
+  const refs = readRefs(dir).refs;
+  const entries: OciImageEntry[] = [];
+  for (const fileName of names) {
+    const match = /^(oci-[0-9a-f]{16})\.ext4$/.exec(fileName);
+    if (!match) continue;
+    const name = match[1]!;
+    const record = readOciRecord(dir, name);
+    const file = path.join(dir, fileName);
+    if (!record || !existsSync(file)) continue;
+    const references = Object.keys(refs).filter((ref) => refs[ref]!.name === name);
+    const shown = references.map((ref) => shortName(parseReference(ref)));
+    entries.push({
+      image: shown.join(', ') || `<none>@${record.digest.slice(0, 19)}`,
+      references,
+      name,
+      file,
+      digest: record.digest,
+      ...sizes(file),
+      built: record.built,
+      seconds: record.seconds,
+    });
+  }
+  return entries;
+}
