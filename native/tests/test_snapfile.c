@@ -908,7 +908,9 @@ TEST(uart_state_that_does_not_fit_the_uart_is_refused_and_changes_nothing)
 		  "more than one received byte with the FIFO off" },
 		{ { 0x11, 0x03, 0x08, 0, 0, 1, 0, 0xc1, 0, 0 }, UART_STATE_FIXED, "bits set that the UART never keeps" },
 		{ { 0x01, 0x03, 0x28, 0, 0, 1, 0, 0xc1, 0, 0 }, UART_STATE_FIXED, "bits set that the UART never keeps" },
-		{ { 0x01, 0x03, 0x08, 0x01, 0, 1, 0, 0xc1, 0, 0 }, UART_STATE_FIXED, "bits set that the UART never keeps" },
+		{ { 0x01, 0x03, 0x08, 0x04, 0, 1, 0, 0xc1, 0, 0 }, UART_STATE_FIXED, "bits set that the UART never keeps" },
+		{ { 0x01, 0x03, 0x08, 0x01, 0, 1, 0, 0xc1, 0, 1, 'a' }, UART_STATE_FIXED + 1,
+		  "a byte offered from the host queue while the receive FIFO holds bytes" },
 		{ { 0x01, 0x03, 0x08, 0, 0, 1, 0, 0xc3, 0, 0 }, UART_STATE_FIXED, "bits set that the UART never keeps" },
 	};
 	struct uart u;

@@ -31,6 +31,13 @@ static size_t fake_rx_pull(void *opaque, uint8_t *buf, size_t max)
 	return n;
 }
 
+static int fake_rx_waiting(void *opaque)
+{
+	struct fake_host *h = opaque;
+
+	return h->in_pos < h->in_len;
+}
+
 static void fake_set_irq(void *opaque, int level)
 {
 	struct fake_host *h = opaque;
@@ -46,7 +53,7 @@ static int irq_level(const struct fake_host *h)
 
 static void uart_setup(struct uart *u, struct fake_host *h)
 {
-	struct uart_hooks hooks = { .tx = fake_tx, .rx_pull = fake_rx_pull, .set_irq = fake_set_irq, .opaque = h };
+	struct uart_hooks hooks = { .tx = fake_tx, .rx_waiting = fake_rx_waiting, .rx_pull = fake_rx_pull, .set_irq = fake_set_irq, .opaque = h };
 
 	memset(h, 0, sizeof(*h));
 	uart_init(u, &hooks);
@@ -284,32 +291,201 @@ TEST(fcr_clear_rx_empties_the_fifo)
 	uart_exit(&u);
 }
 
-/* Linux's 8250 start-up, with input typed during boot: nothing may be lost to its FIFO clears and dummy reads. */
-TEST(host_input_waits_until_the_receive_interrupt_is_enabled)
+/* What Linux's console does for each message: interrupts off, one LSR read per byte, the IER put back. */
+static void linux_console_write(struct uart *u, const char *msg)
+{
+	uint8_t ier = uart_read(u, UART_IER);
+
+	uart_write(u, UART_IER, 0);
+	for (; *msg; msg++) {
+		uart_read(u, UART_LSR);		/* wait_for_xmitr(THRE) */
+		uart_write(u, UART_THR, (uint8_t)*msg);
+	}
+	uart_read(u, UART_LSR);			/* wait_for_xmitr(BOTH_EMPTY) */
+	uart_write(u, UART_IER, ier);
+}
+
+static void linux_clear_fifos(struct uart *u)
+{
+	uart_write(u, UART_FCR, UART_FCR_ENABLE);
+	uart_write(u, UART_FCR, UART_FCR_ENABLE | UART_FCR_CLEAR_RX | 0x04);	/* and clear TX */
+	uart_write(u, UART_FCR, 0);
+}
+
+/* "Clear the interrupt registers": what start-up reads without looking, to drop stale input. */
+static void linux_clear_interrupts(struct uart *u)
+{
+	uart_read(u, UART_LSR);
+	uart_read(u, UART_RBR);
+	uart_read(u, UART_IIR);
+	uart_read(u, UART_MSR);
+}
+
+/*
+ * Linux 6.1's 8250 probe and start-up (8250_port.c: autoconfig, serial8250_do_startup, set_termios), with its
+ * console printing in between and input typed during boot: nothing may be lost to the FIFO clears and dummy reads.
+ */
+TEST(host_input_typed_during_linux_boot_survives_the_8250_probe_and_start_up)
+{
+	struct fake_host h;
+	struct uart u;
+	uint8_t scratch;
+
+	uart_setup(&u, &h);
+	host_types(&u, &h, "early", 5);
+	CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_DR, 0);
+	linux_console_write(&u, "Linux version 6.1\n");
+	/* autoconfig: the IER existence test (OUT2 still clear), the FIFO probe, then the reset of the port */
+	scratch = uart_read(&u, UART_IER);
+	uart_write(&u, UART_IER, 0);
+	uart_read(&u, UART_IER);
+	uart_write(&u, UART_IER, 0x0f);
+	uart_read(&u, UART_IER);
+	uart_write(&u, UART_IER, scratch);
+	uart_write(&u, UART_FCR, UART_FCR_ENABLE);
+	uart_read(&u, UART_IIR);
+	uart_write(&u, UART_FCR, 0);
+	linux_clear_fifos(&u);
+	uart_read(&u, UART_RBR);
+	uart_write(&u, UART_IER, 0);
+	linux_console_write(&u, "ttyS0 at I/O 0x3f8 is a 16550A\n");
+	CHECK_EQ_INT(h.in_pos, 0);
+	/* serial8250_do_startup, when init opens the console */
+	linux_clear_fifos(&u);
+	linux_clear_interrupts(&u);
+	uart_read(&u, UART_LSR);			/* the "LSR safety check" */
+	uart_read(&u, UART_LSR);			/* the THRE test: wait_for_xmitr */
+	uart_write(&u, UART_IER, UART_IER_THRI);
+	uart_read(&u, UART_IIR);
+	uart_write(&u, UART_IER, 0);
+	uart_write(&u, UART_IER, UART_IER_THRI);
+	uart_read(&u, UART_IIR);
+	uart_write(&u, UART_IER, 0);
+	uart_write(&u, UART_LCR, 0x03);			/* "Now, initialize the UART" */
+	uart_write(&u, UART_MCR, 0x0b);			/* DTR, RTS, OUT2 */
+	uart_write(&u, UART_IER, UART_IER_THRI);	/* the TX-enable test */
+	uart_read(&u, UART_LSR);
+	uart_read(&u, UART_IIR);
+	uart_write(&u, UART_IER, 0);
+	linux_clear_interrupts(&u);			/* "again for luck" */
+	CHECK_EQ_INT(h.in_pos, 0);
+	uart_write(&u, UART_IER, UART_IER_RDI | UART_IER_RLSI);
+	uart_write(&u, UART_FCR, UART_FCR_ENABLE);	/* set_termios */
+	CHECK_EQ_INT(uart_read(&u, UART_IIR) & 0x0f, UART_IIR_RDI);	/* 5 bytes, trigger level 1 */
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ_INT(uart_read(&u, UART_RBR), "early"[i]);
+	uart_exit(&u);
+}
+
+/* A guest set up like native/guests/runtime.c's uart_init: no interrupts, FIFOs on, then it polls LSR for DR. */
+static void read_polled(struct uart *u, uint8_t fcr, uint8_t mcr, char *out, size_t len)
+{
+	uart_write(u, UART_IER, 0);
+	uart_write(u, UART_LCR, UART_LCR_DLAB);
+	uart_write(u, UART_THR, 0x01);
+	uart_write(u, UART_IER, 0);
+	uart_write(u, UART_LCR, 0x03);
+	uart_write(u, UART_FCR, fcr);
+	uart_write(u, UART_MCR, mcr);
+	for (size_t got = 0; got < len;) {
+		int polls = 0;
+
+		while (!(uart_read(u, UART_LSR) & UART_LSR_DR) && ++polls < 100)
+			;
+		if (polls == 100) {
+			test_fail(__FILE__, __LINE__, "FCR 0x%02x MCR 0x%02x: no data ready after %zu bytes", fcr, mcr, got);
+			return;
+		}
+		out[got++] = (char)uart_read(u, UART_RBR);
+	}
+}
+
+TEST(a_guest_that_polls_lsr_with_interrupts_off_reads_host_input_in_order)
+{
+	static const struct { uint8_t fcr, mcr; } setups[] = {
+		{ 0x07, 0x0b },	/* FIFOs on, OUT2 set (runtime.c) */
+		{ 0x00, 0x03 },	/* 16450 mode, OUT2 clear */
+	};
+
+	for (size_t i = 0; i < sizeof(setups) / sizeof(setups[0]); i++) {
+		struct fake_host h;
+		struct uart u;
+		char got[40] = { 0 };
+		const char *typed = "typed before the guest polled, and more";
+
+		uart_setup(&u, &h);
+		host_types(&u, &h, typed, strlen(typed));
+		read_polled(&u, setups[i].fcr, setups[i].mcr, got, strlen(typed));
+		CHECK_STR_CONTAINS(got, typed);
+		CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_DR, 0);
+		CHECK_EQ_INT(h.nirq, 0);	/* no interrupt enabled, none raised */
+		host_types(&u, &h, "!", 1);	/* and input typed while it polls */
+		uart_read(&u, UART_LSR);
+		CHECK_EQ_INT(uart_read(&u, UART_RBR), '!');
+		uart_exit(&u);
+	}
+}
+
+TEST(an_offered_byte_is_taken_only_by_the_rbr_read_right_after_the_lsr_read)
 {
 	struct fake_host h;
 	struct uart u;
 
 	uart_setup(&u, &h);
-	host_types(&u, &h, "early", 5);
+	host_types(&u, &h, "ab", 2);
+	uart_read(&u, UART_LSR);			/* the first read after reset offers nothing */
+	CHECK(uart_read(&u, UART_LSR) & UART_LSR_DR);
+	uart_read(&u, UART_IIR);
+	CHECK_EQ_INT(uart_read(&u, UART_RBR), 0);	/* another access came between: the offer is gone */
+	CHECK_EQ_INT(h.in_pos, 0);
+	CHECK(uart_read(&u, UART_LSR) & UART_LSR_DR);
+	uart_write(&u, UART_FCR, UART_FCR_ENABLE | UART_FCR_CLEAR_RX);
+	CHECK_EQ_INT(uart_read(&u, UART_RBR), 0);	/* a FIFO clear neither delivers nor drops it */
+	CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_DR, 0);	/* the first read after configuring */
+	CHECK(uart_read(&u, UART_LSR) & UART_LSR_DR);
+	CHECK_EQ_INT(uart_read(&u, UART_RBR), 'a');
+	CHECK(uart_read(&u, UART_LSR) & UART_LSR_DR);
+	CHECK_EQ_INT(uart_read(&u, UART_RBR), 'b');
 	CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_DR, 0);
-	uart_write(&u, UART_IER, 0x0f);			/* the probe's IER test, OUT2 still clear */
-	uart_write(&u, UART_IER, 0);
-	uart_write(&u, UART_FCR, UART_FCR_ENABLE | UART_FCR_CLEAR_RX | 0x04);	/* and clear TX */
-	uart_write(&u, UART_FCR, 0);
-	for (int round = 0; round < 2; round++) {	/* "clear the interrupt registers", twice */
-		uart_read(&u, UART_LSR);
-		uart_read(&u, UART_RBR);
-		uart_read(&u, UART_IIR);
-		uart_read(&u, UART_MSR);
+	uart_exit(&u);
+}
+
+TEST(a_snapshot_between_lsr_and_rbr_keeps_the_offered_byte)
+{
+	uint8_t saved[UART_STATE_MAX];
+	struct fake_host h;
+	struct uart u, v;
+	size_t n;
+
+	uart_setup(&u, &h);
+	host_types(&u, &h, "xy", 2);
+	uart_read(&u, UART_LSR);
+	CHECK(uart_read(&u, UART_LSR) & UART_LSR_DR);
+	n = uart_save(&u, saved);
+	CHECK_EQ_INT(n, UART_STATE_FIXED);
+	uart_exit(&u);
+	uart_setup(&v, &h);		/* the restored VM's console queue holds the saved input, "xy" */
+	host_types(&v, &h, "xy", 2);
+	REQUIRE(uart_load(&v, saved, n) == NULL);
+	CHECK_EQ_INT(uart_read(&v, UART_RBR), 'x');
+	CHECK_EQ_INT(h.in_pos, 1);
+	uart_exit(&v);
+}
+
+TEST(a_driver_taking_transmit_but_not_receive_interrupts_gets_no_host_input)
+{
+	struct fake_host h;
+	struct uart u;
+
+	uart_setup(&u, &h);
+	uart_write(&u, UART_MCR, 0x0b);
+	uart_write(&u, UART_IER, UART_IER_THRI);	/* receive off: throttled, or closing the port */
+	host_types(&u, &h, "zz", 2);
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_DR, 0);
+		CHECK_EQ_INT(uart_read(&u, UART_RBR), 0);
 	}
 	CHECK_EQ_INT(h.in_pos, 0);
-	uart_write(&u, UART_FCR, UART_FCR_ENABLE);
-	uart_write(&u, UART_MCR, 0x0b);			/* DTR, RTS, OUT2 */
-	uart_write(&u, UART_IER, UART_IER_RDI | UART_IER_RLSI);
-	CHECK_EQ_INT(uart_read(&u, UART_IIR) & 0x0f, UART_IIR_RDI);	/* 5 bytes, trigger level 1 */
-	for (int i = 0; i < 5; i++)
-		CHECK_EQ_INT(uart_read(&u, UART_RBR), "early"[i]);
 	uart_exit(&u);
 }
 
@@ -326,9 +502,10 @@ TEST(clearing_the_receive_interrupt_throttles_input_but_keeps_the_fifo)
 	uart_write(&u, UART_IER, UART_IER_RDI);
 	host_types(&u, &h, input, sizeof(input));
 	CHECK_EQ_INT(h.in_pos, UART_FIFO_SIZE);
-	uart_write(&u, UART_IER, 0);
+	uart_write(&u, UART_IER, UART_IER_THRI);	/* still taking transmit interrupts */
 	for (int i = 0; i < UART_FIFO_SIZE; i++)
 		CHECK_EQ_INT(uart_read(&u, UART_RBR), 'a');
+	CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_DR, 0);
 	CHECK_EQ_INT(uart_read(&u, UART_LSR) & UART_LSR_DR, 0);
 	CHECK_EQ_INT(h.in_pos, UART_FIFO_SIZE);
 	uart_write(&u, UART_IER, UART_IER_RDI);

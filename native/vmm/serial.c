@@ -16,13 +16,24 @@ static void com1_tx(void *opaque, uint8_t byte)
 	console_out_put(&vm->console, byte);
 }
 
+/* Whether console input is COM1's: not when the guest reads its console from the virtio-console. */
+static int com1_has_input(struct vm *vm)
+{
+	return !(vm->hvc_takes_input && vm->hvc_takes_input(vm->hvc_dev));
+}
+
+static int com1_rx_waiting(void *opaque)
+{
+	struct vm *vm = opaque;
+
+	return com1_has_input(vm) && console_in_pending(&vm->console) > 0;
+}
+
 static size_t com1_rx_pull(void *opaque, uint8_t *buf, size_t max)
 {
 	struct vm *vm = opaque;
 
-	if (vm->hvc_takes_input && vm->hvc_takes_input(vm->hvc_dev))
-		return 0;	/* the guest reads its console from the virtio-console */
-	return console_in_take(&vm->console, buf, max);
+	return com1_has_input(vm) ? console_in_take(&vm->console, buf, max) : 0;
 }
 
 static void com1_set_irq(void *opaque, int level)
@@ -49,7 +60,8 @@ static void com1_input_ready(void *dev)
 
 static int com1_setup(struct vm *vm, void **state, struct vm_error *err)
 {
-	struct uart_hooks hooks = { .tx = com1_tx, .rx_pull = com1_rx_pull, .set_irq = com1_set_irq, .opaque = vm };
+	struct uart_hooks hooks = { .tx = com1_tx, .rx_waiting = com1_rx_waiting, .rx_pull = com1_rx_pull,
+				    .set_irq = com1_set_irq, .opaque = vm };
 	struct uart *u = calloc(1, sizeof(*u));
 	int ret;
 

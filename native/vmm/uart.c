@@ -26,12 +26,22 @@ static int rx_push(struct uart *u, uint8_t byte)
 }
 
 /*
- * Moves host input into the receive FIFO, but only once the guest's driver is armed for interrupt-driven input:
- * the receive interrupt enabled (IER.RDI) and OUT2 set (on a PC, OUT2 connects the UART's interrupt to the
- * interrupt controller; drivers set it when they use the IRQ). Until then input waits in the host queue. Linux's
- * 8250 probe sets IER to 0x0f for a moment with OUT2 still clear, and its probe and start-up clear the FIFOs and read
- * RBR to drop stale bytes; input moved in earlier (typed or piped during boot) would be lost there. A driver that
- * clears IER.RDI to throttle keeps what is already in the FIFO and gets no more until it sets it again.
+ * Host input reaches the guest in one of two ways, and until one applies it waits in the host queue, so nothing
+ * typed or piped before a reader exists is lost to a driver's start-up.
+ *
+ * Interrupt-driven: once the receive interrupt is enabled (IER.RDI) with OUT2 set (on a PC, OUT2 connects the
+ * UART's interrupt to the interrupt controller; drivers set it when they use the IRQ), the receive FIFO is refilled
+ * from the host queue as the guest reads. Linux's 8250 probe sets IER to 0x0f for a moment with OUT2 still clear,
+ * and its probe and start-up clear the FIFOs and read RBR to drop stale bytes; input moved in earlier would be lost
+ * there. A driver that clears IER.RDI keeps what is already in the FIFO and gets no more until it sets it again.
+ *
+ * Polled (rx_offer): a guest that reads LSR finds DR set while the host queue holds input, and the RBR read that
+ * follows takes one byte, as on a 16550 whose FIFO holds it. The byte stays in the host queue until that read, so
+ * no FIFO clear can drop it. Two kinds of read never see it: the first LSR read after a write that configures the
+ * port (IER, FCR, LCR, MCR, the divisor), because that is how drivers throw stale input away (Linux's start-up and
+ * probe read LSR and RBR once each, without looking, right after writing FCR or IER), while a polling reader reads
+ * LSR again and again; and any read while the guest takes some interrupts but not the receive one (a driver that
+ * turned RDI off to throttle, or is closing the port, and still handles transmit interrupts).
  */
 static void rx_refill(struct uart *u)
 {
@@ -44,6 +54,15 @@ static void rx_refill(struct uart *u)
 	n = u->hooks.rx_pull(u->hooks.opaque, buf, rx_capacity(u) - u->rx_len);
 	for (size_t i = 0; i < n; i++)
 		rx_push(u, buf[i]);
+}
+
+/* Whether an LSR read may report a byte that is still in the host queue (see above). */
+static int rx_offerable(const struct uart *u)
+{
+	unsigned enabled = u->ier & 0x0f;
+
+	return !(u->mcr & UART_MCR_LOOP) && !u->rx_settling && (!enabled || (enabled & UART_IER_RDI)) &&
+	       u->hooks.rx_waiting && u->hooks.rx_pull && u->hooks.rx_waiting(u->hooks.opaque);
 }
 
 static uint8_t iir_value(const struct uart *u)
@@ -84,6 +103,7 @@ void uart_init(struct uart *u, const struct uart_hooks *hooks)
 	pthread_mutex_init(&u->lock, NULL);
 	u->hooks = *hooks;
 	u->dll = 12;		/* 9600 baud */
+	u->rx_settling = 1;
 }
 
 void uart_exit(struct uart *u)
@@ -94,8 +114,11 @@ void uart_exit(struct uart *u)
 uint8_t uart_read(struct uart *u, unsigned offset)
 {
 	uint8_t v = 0xff;
+	int offered;
 
 	pthread_mutex_lock(&u->lock);
+	offered = u->rx_offered;	/* an offer lasts until the next access, whatever it is */
+	u->rx_offered = 0;
 	switch (offset) {
 	case UART_RBR:
 		if (u->lcr & UART_LCR_DLAB) {
@@ -107,6 +130,8 @@ uint8_t uart_read(struct uart *u, unsigned offset)
 			v = u->rx[u->rx_head];
 			u->rx_head = (u->rx_head + 1) % UART_FIFO_SIZE;
 			u->rx_len--;
+		} else if (offered && u->hooks.rx_pull && u->hooks.rx_pull(u->hooks.opaque, &v, 1) != 1) {
+			v = 0;	/* the input went elsewhere meanwhile (the virtio-console took over) */
 		}
 		rx_refill(u);
 		break;
@@ -128,8 +153,13 @@ uint8_t uart_read(struct uart *u, unsigned offset)
 		break;
 	case UART_LSR:
 		/* Transmission is instantaneous, so the holding register and the shifter are always empty. */
-		v = UART_LSR_THRE | UART_LSR_TEMT | u->lsr_errors | (u->rx_len ? UART_LSR_DR : 0);
+		v = UART_LSR_THRE | UART_LSR_TEMT | u->lsr_errors;
+		if (u->rx_len)
+			v |= UART_LSR_DR;
+		else if (rx_offerable(u))
+			v |= UART_LSR_DR, u->rx_offered = 1;
 		u->lsr_errors = 0;
+		u->rx_settling = 0;
 		break;
 	case UART_MSR:
 		v = msr_value(u);
@@ -148,6 +178,9 @@ void uart_write(struct uart *u, unsigned offset, uint8_t value)
 	int transmit = 0;
 
 	pthread_mutex_lock(&u->lock);
+	u->rx_offered = 0;
+	if (offset != UART_SCR && (offset != UART_THR || (u->lcr & UART_LCR_DLAB)))
+		u->rx_settling = 1;	/* the port is being configured: the next LSR read offers no host input */
 	switch (offset) {
 	case UART_THR:
 		if (u->lcr & UART_LCR_DLAB) {
@@ -217,7 +250,7 @@ size_t uart_save(struct uart *u, uint8_t out[UART_STATE_MAX])
 	out[n++] = u->ier;
 	out[n++] = u->lcr;
 	out[n++] = u->mcr;
-	out[n++] = u->lsr_errors;
+	out[n++] = (uint8_t)(u->lsr_errors | (u->rx_offered ? UART_LSR_DR : 0));	/* DR: a polled read was offered a byte */
 	out[n++] = u->scr;
 	out[n++] = u->dll;
 	out[n++] = u->dlm;
@@ -245,13 +278,16 @@ const char *uart_load(struct uart *u, const uint8_t *data, size_t len)
 		return "the transmit-interrupt flag is not 0 or 1";
 	if (!(data[7] & UART_FCR_ENABLE) && rx_len > 1)
 		return "more than one received byte with the FIFO off";
-	if ((data[0] & ~0x0f) || (data[2] & ~0x1f) || (data[3] & ~UART_LSR_OE) || (data[7] & ~0xc1))
+	if ((data[0] & ~0x0f) || (data[2] & ~0x1f) || (data[3] & ~(UART_LSR_OE | UART_LSR_DR)) || (data[7] & ~0xc1))
 		return "a register has bits set that the UART never keeps";
+	if ((data[3] & UART_LSR_DR) && rx_len)
+		return "a byte offered from the host queue while the receive FIFO holds bytes";
 	pthread_mutex_lock(&u->lock);
 	u->ier = data[0];
 	u->lcr = data[1];
 	u->mcr = data[2];
-	u->lsr_errors = data[3];
+	u->lsr_errors = data[3] & UART_LSR_OE;
+	u->rx_offered = !!(data[3] & UART_LSR_DR);
 	u->scr = data[4];
 	u->dll = data[5];
 	u->dlm = data[6];

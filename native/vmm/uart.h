@@ -1,6 +1,7 @@
 /*
- * A 16550A UART register model (8250 family), independent of KVM so it can be unit-tested. The host side is three
- * hooks: transmit a byte, pull received bytes, drive the interrupt line.
+ * A 16550A UART register model (8250 family), independent of KVM so it can be unit-tested. The host side is four
+ * hooks: transmit a byte, say whether input waits, pull received bytes, drive the interrupt line. Input reaches an
+ * interrupt-driven guest through the receive FIFO and a polling one through LSR.DR and RBR (uart.c says when).
  */
 #ifndef SMOL_UART_H
 #define SMOL_UART_H
@@ -49,7 +50,8 @@
 
 struct uart_hooks {
 	void (*tx)(void *opaque, uint8_t byte);			/* called without the UART lock held; may wait */
-	size_t (*rx_pull)(void *opaque, uint8_t *buf, size_t max);	/* host input waiting to be received */
+	int (*rx_waiting)(void *opaque);				/* whether host input waits to be received */
+	size_t (*rx_pull)(void *opaque, uint8_t *buf, size_t max);	/* takes host input waiting to be received */
 	void (*set_irq)(void *opaque, int level);			/* called with the lock held, on changes only */
 	void *opaque;
 };
@@ -60,6 +62,8 @@ struct uart {
 	uint8_t rx[UART_FIFO_SIZE];
 	unsigned rx_head, rx_len;
 	int thri_pending;	/* transmit-holding-empty interrupt raised and not yet acknowledged */
+	int rx_offered;		/* the last access was an LSR read that reported a byte still in the host queue */
+	int rx_settling;	/* a configuring write since the last LSR read: the next one offers no host input */
 	int irq_level;
 	struct uart_hooks hooks;
 };
@@ -73,8 +77,10 @@ void uart_input_ready(struct uart *u);
 
 /*
  * Snapshots: the registers, the receive FIFO in order and the pending transmit interrupt, UART_STATE_FIXED bytes
- * plus the FIFO. uart_load checks untrusted bytes and returns what is wrong, or NULL. uart_resync_irq drives the
- * interrupt line to what the registers say (after a restore: a pending interrupt is raised again).
+ * plus the FIFO. The saved line-status byte has DR set when a polling guest was offered a byte from the host queue
+ * and has not read RBR yet (the byte itself is in the saved console input). uart_load checks untrusted bytes and
+ * returns what is wrong, or NULL. uart_resync_irq drives the interrupt line to what the registers say (after a
+ * restore: a pending interrupt is raised again).
  */
 #define UART_STATE_FIXED 10
 #define UART_STATE_MAX (UART_STATE_FIXED + UART_FIFO_SIZE)
