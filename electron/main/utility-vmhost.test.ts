@@ -49,7 +49,7 @@ describe('a vmhost launched through the main process', () => {
     const host = utilityVmHostLauncher(parent)('ep-abcdefgh23');
     expect(parent.toMain).toEqual([{ type: 'vmhost-launch', id: 1, label: 'ep-abcdefgh23' }]);
     const sent: (Error | null)[] = [];
-    host.send({ op: 'start', vm: 'vm-abcdefgh23', seq: 1 }, (error) => sent.push(error));
+    host.send({ seq: 1, op: 'start', args: { vm: 'vm-abcdefgh23' } }, (error) => sent.push(error));
     const [enginePort, vmhostPort] = channel();
     // The vmhost side: its channel gets the port as the first parentPort message.
     const vmhostParent = new EventEmitter();
@@ -63,7 +63,7 @@ describe('a vmhost launched through the main process', () => {
     parent.deliver({ type: 'vmhost-port', id: 1, pid: 4242 }, [enginePort]);
     await tick();
     expect(host.pid).toBe(4242);
-    expect(received).toEqual([{ op: 'start', vm: 'vm-abcdefgh23', seq: 1 }]);
+    expect(received).toEqual([{ seq: 1, op: 'start', args: { vm: 'vm-abcdefgh23' } }]);
     expect(replies).toEqual([{ kind: 'ready', pid: 42 }]);
     expect(sent).toEqual([null]);
     vmhost.send({ kind: 'console', vm: 'vm-abcdefgh23', data: new Uint8Array([104, 105]) });
@@ -81,7 +81,9 @@ describe('a vmhost launched through the main process', () => {
     parent.deliver({ type: 'vmhost-exit', id: 1, code: 9 });
     expect(exits).toEqual([9]);
     expect(host.exitCode).toBe(9);
-    const error = await new Promise<Error | null>((resolve) => host.send({ op: 'kill', vm: 'vm-x', seq: 2 }, resolve));
+    const error = await new Promise<Error | null>((resolve) =>
+      host.send({ seq: 2, op: 'kill', args: { vm: 'vm-x' } }, resolve),
+    );
     expect(error?.message).toMatch(/exited/);
     expect(host.kill()).toBe(false);
   });

@@ -2,6 +2,8 @@
 // they run off the JavaScript thread and return promises.
 #include "disk_wrap.h"
 
+#include "vm_error_js.h"
+
 #include <string>
 #include <vector>
 
@@ -23,12 +25,17 @@ class CreateLayerWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
   void Execute() override {
     struct vm_error err = {};
-    if (disk_layer_create(path_.c_str(), below_.c_str(), &err) < 0) SetError(err.msg);
+    if (disk_layer_create(path_.c_str(), below_.c_str(), &err) < 0) Fail(err);
   }
   void OnOK() override { deferred_.Resolve(Env().Undefined()); }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(WithVmCode(e, code_)); }
 
  private:
+  void Fail(const struct vm_error& err) {
+    code_ = err.code;
+    SetError(err.msg);
+  }
+  int code_ = 0;
   std::string path_, below_;
   Napi::Promise::Deferred deferred_;
 };
@@ -48,7 +55,7 @@ class DiskInfoWorker : public Napi::AsyncWorker {
     struct vm_error err = {};
     struct disk* d = nullptr;
     if (disk_open(path_.c_str(), 1, &d, &err) < 0) {
-      SetError(err.msg);
+      Fail(err);
       return;
     }
     size_ = d->size;
@@ -71,9 +78,14 @@ class DiskInfoWorker : public Napi::AsyncWorker {
     r.Set("layers", layers);  // top first
     deferred_.Resolve(r);
   }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(WithVmCode(e, code_)); }
 
  private:
+  void Fail(const struct vm_error& err) {
+    code_ = err.code;
+    SetError(err.msg);
+  }
+  int code_ = 0;
   std::string path_, base_;
   uint64_t size_ = 0;
   std::vector<LayerInfo> layers_;
@@ -88,7 +100,7 @@ class FlattenWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
   void Execute() override {
     struct vm_error err = {};
-    if (disk_flatten(path_.c_str(), &stats_, &err) < 0) SetError(err.msg);
+    if (disk_flatten(path_.c_str(), &stats_, &err) < 0) Fail(err);
   }
   void OnOK() override {
     Napi::Object r = Napi::Object::New(Env());
@@ -97,9 +109,14 @@ class FlattenWorker : public Napi::AsyncWorker {
     r.Set("bytes", static_cast<double>(stats_.bytes));
     deferred_.Resolve(r);
   }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(WithVmCode(e, code_)); }
 
  private:
+  void Fail(const struct vm_error& err) {
+    code_ = err.code;
+    SetError(err.msg);
+  }
+  int code_ = 0;
   std::string path_;
   struct disk_flatten_stats stats_ = {};
   Napi::Promise::Deferred deferred_;

@@ -1,5 +1,7 @@
 #include "vm_wrap.h"
 
+#include "vm_error_js.h"
+
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -135,14 +137,14 @@ class CreateWorker : public Napi::AsyncWorker {
     struct vm_callbacks cb = {host_, OnOutput, OnExit};
     struct vm_error err = {};
     if (restore_dir_.empty()) {
-      if (vm_create(&host_->config, &cb, &host_->vm, &err) < 0) SetError(err.msg);
+      if (vm_create(&host_->config, &cb, &host_->vm, &err) < 0) Fail(err);
       return;
     }
     struct vm_snapshot* snap = nullptr;
     if (vm_snapshot_open(restore_dir_.c_str(), &snap, &err) < 0 ||
         vm_restore(snap, host_->config.console_limit, host_->disk_top.empty() ? nullptr : host_->disk_top.c_str(),
                    host_->vsock_path.empty() ? nullptr : host_->vsock_path.c_str(), &cb, &host_->vm, &err) < 0)
-      SetError(err.msg);
+      Fail(err);
     vm_snapshot_put(snap);
   }
   void OnOK() override {
@@ -152,10 +154,15 @@ class CreateWorker : public Napi::AsyncWorker {
   }
   void OnError(const Napi::Error& e) override {
     host_->ReleaseFromWrapper();  // no wrapper will ever exist
-    deferred_.Reject(e.Value());
+    deferred_.Reject(WithVmCode(e, code_));
   }
 
  private:
+  void Fail(const struct vm_error& err) {
+    code_ = err.code;
+    SetError(err.msg);
+  }
+  int code_ = 0;
   VmWrap::Host* host_;
   std::string restore_dir_;
   Napi::Promise::Deferred deferred_;
@@ -197,14 +204,18 @@ class OpWorker : public Napi::AsyncWorker {
 
   void Execute() override {
     struct vm_error err = {};
-    if (op_(held_.host->vm, &err) < 0) SetError(err.msg);
+    if (op_(held_.host->vm, &err) < 0) {
+      code_ = err.code;
+      SetError(err.msg);
+    }
   }
   void OnOK() override { held_.Resolve(Env().Undefined()); }
-  void OnError(const Napi::Error& e) override { held_.Reject(e.Value()); }
+  void OnError(const Napi::Error& e) override { held_.Reject(WithVmCode(e, code_)); }
 
  private:
   HeldHost held_;
   Op op_;
+  int code_ = 0;
 };
 
 int KillOp(struct vm* vm, struct vm_error*) {
@@ -386,12 +397,12 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     struct vm_snapshot* snap = nullptr;
     progress_ = &progress;
     if (vm_checkpoint(held_.host->vm, disk_top_.empty() ? nullptr : disk_top_.c_str(), &snap, &stats_, &err) < 0) {
-      SetError(err.msg);
+      Fail(err);
       return;
     }
     if (vm_snapshot_disk(snap)) disk_ = vm_snapshot_disk(snap);
     auto t1 = std::chrono::steady_clock::now();
-    if (vm_snapshot_write(snap, dir_.c_str(), OnCProgress, this, &info_, &err) < 0) SetError(err.msg);
+    if (vm_snapshot_write(snap, dir_.c_str(), OnCProgress, this, &info_, &err) < 0) Fail(err);
     vm_snapshot_put(snap);
     write_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
   }
@@ -420,9 +431,14 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     r.Set("disk", disk_.empty() ? env.Null() : Napi::Value(Napi::String::New(env, disk_)));
     held_.Resolve(r);
   }
-  void OnError(const Napi::Error& e) override { held_.Reject(e.Value()); }
+  void OnError(const Napi::Error& e) override { held_.Reject(WithVmCode(e, code_)); }
 
  private:
+  void Fail(const struct vm_error& err) {
+    code_ = err.code;
+    SetError(err.msg);
+  }
+  int code_ = 0;
   static void OnCProgress(void* opaque, uint64_t done, uint64_t total) {
     auto* self = static_cast<CheckpointWorker*>(opaque);
     // At most about a hundred events per checkpoint.
@@ -456,6 +472,7 @@ class ForkWorker : public Napi::AsyncWorker {
     struct vm_error err = {};
     struct vm_snapshot* snap = nullptr;
     if (vm_checkpoint(held_.host->vm, disk_top_.empty() ? nullptr : disk_top_.c_str(), &snap, &stats_, &err) < 0) {
+      code_ = err.code;
       SetError(std::string("cannot fork: ") + err.msg);
       return;
     }
@@ -466,6 +483,7 @@ class ForkWorker : public Napi::AsyncWorker {
                      child->disk_top.empty() ? nullptr : child->disk_top.c_str(),
                      child->vsock_path.empty() ? nullptr : child->vsock_path.c_str(), &cb, &child->vm, &err) < 0 ||
           vm_start(child->vm, &err) < 0) {
+        code_ = err.code;
         SetError("cannot fork child " + std::to_string(i + 1) + " of " + std::to_string(children_.size()) + ": " +
                  err.msg);
         break;
@@ -488,10 +506,11 @@ class ForkWorker : public Napi::AsyncWorker {
       }
       child->ReleaseFromWrapper();
     }
-    held_.Reject(e.Value());
+    held_.Reject(WithVmCode(e, code_));
   }
 
  private:
+  int code_ = 0;
   HeldHost held_;
   std::vector<VmWrap::Host*> children_;
   std::string disk_top_;
@@ -505,7 +524,10 @@ class MemoryStatsWorker : public Napi::AsyncWorker {
   Napi::Promise Promise() { return held_.deferred.Promise(); }
   void Execute() override {
     struct vm_error err = {};
-    if (vm_memory_stats(held_.host->vm, &stats_, &err) < 0) SetError(err.msg);
+    if (vm_memory_stats(held_.host->vm, &stats_, &err) < 0) {
+      code_ = err.code;
+      SetError(err.msg);
+    }
   }
   void OnOK() override {
     Napi::Object r = Napi::Object::New(Env());
@@ -515,9 +537,10 @@ class MemoryStatsWorker : public Napi::AsyncWorker {
     r.Set("sharedBytes", static_cast<double>(stats_.shared_bytes));
     held_.Resolve(r);
   }
-  void OnError(const Napi::Error& e) override { held_.Reject(e.Value()); }
+  void OnError(const Napi::Error& e) override { held_.Reject(WithVmCode(e, code_)); }
 
  private:
+  int code_ = 0;
   HeldHost held_;
   struct vm_memory_stats stats_ = {};
 };
@@ -584,7 +607,7 @@ Napi::Value VmWrap::CpuTimeNs(const Napi::CallbackInfo& info) {
   struct vm* vm = LiveVm(info, host_, "read CPU time");
   struct vm_error err = {};
   uint64_t ns = 0;
-  if (vm_cpu_time_ns(vm, &ns, &err) < 0) throw Napi::Error::New(info.Env(), err.msg);
+  if (vm_cpu_time_ns(vm, &ns, &err) < 0) throw VmError(info.Env(), err);
   return Napi::Number::New(info.Env(), static_cast<double>(ns));
 }
 
@@ -616,13 +639,13 @@ VmWrap::~VmWrap() {
 
 static struct vm* LiveVm(const Napi::CallbackInfo& info, VmWrap::Host* host, const char* what) {
   if (!host->vm || host->exited || vm_get_state(host->vm) == VM_EXITED)
-    throw Napi::Error::New(info.Env(), std::string("cannot ") + what + ": the VM has exited");
+    throw VmError(info.Env(), std::string("cannot ") + what + ": the VM has exited", ESRCH);
   return host->vm;
 }
 
 Napi::Value VmWrap::Start(const Napi::CallbackInfo& info) {
   struct vm_error err = {};
-  if (vm_start(LiveVm(info, host_, "start"), &err) < 0) throw Napi::Error::New(info.Env(), err.msg);
+  if (vm_start(LiveVm(info, host_, "start"), &err) < 0) throw VmError(info.Env(), err);
   host_->tsfn.Ref(info.Env());  // a running VM keeps Node alive until it exits
   host_->self.Ref();            // and is not collected under its threads
   return info.Env().Undefined();
@@ -638,7 +661,7 @@ Napi::Value VmWrap::Pause(const Napi::CallbackInfo& info) {
 
 Napi::Value VmWrap::Resume(const Napi::CallbackInfo& info) {
   struct vm_error err = {};
-  if (vm_resume(LiveVm(info, host_, "resume"), &err) < 0) throw Napi::Error::New(info.Env(), err.msg);
+  if (vm_resume(LiveVm(info, host_, "resume"), &err) < 0) throw VmError(info.Env(), err);
   return info.Env().Undefined();
 }
 

@@ -310,8 +310,8 @@ int vm_start(struct vm *vm, struct vm_error *err)
 	vcpu_signal_init();
 	pthread_mutex_lock(&vm->lock);
 	if (vm->state != VM_CREATED || vm->stop_req) {
-		ret = vm_error_set(err, EINVAL, "cannot start: the VM is %s",
-				   vm->stop_req ? "being stopped" : vm_state_name(vm->state));
+		ret = vm_error_set(err, vm->stop_req || vm->state == VM_EXITED ? ESRCH : EBUSY,
+				   "cannot start: the VM is %s", vm->stop_req ? "being stopped" : vm_state_name(vm->state));
 		goto out;
 	}
 	vm->state = VM_RUNNING;
@@ -384,7 +384,7 @@ static int lock_in_state(struct vm *vm, enum vm_state want, const char *what, st
 	pthread_mutex_unlock(&vm->lock);
 	if (busy)
 		return vm_error_set(err, EBUSY, "cannot %s: a checkpoint is in progress", what);
-	return vm_error_set(err, EINVAL, "cannot %s: the VM is %s", what, vm_state_name(s));
+	return vm_error_set(err, s == VM_EXITED ? ESRCH : EBUSY, "cannot %s: the VM is %s", what, vm_state_name(s));
 }
 
 int vm_pause(struct vm *vm, struct vm_error *err)
@@ -418,8 +418,9 @@ int vm_hold(struct vm *vm, int *was_running, struct vm_error *err)
 		pthread_mutex_unlock(&vm->lock);
 		if (busy)
 			return vm_error_set(err, EBUSY, "a checkpoint is already in progress");
-		return vm_error_set(err, EINVAL, "the VM is %s", s == VM_CREATED ? "not started yet" :
-				    s == VM_EXITED || vm->stop_req ? "exiting or has exited" : vm_state_name(s));
+		if (s == VM_EXITED || vm->stop_req)
+			return vm_error_set(err, ESRCH, "the VM is exiting or has exited");
+		return vm_error_set(err, EBUSY, "the VM is %s", s == VM_CREATED ? "not started yet" : vm_state_name(s));
 	}
 	vm->busy = 1;
 	*was_running = vm->state == VM_RUNNING;
@@ -428,7 +429,7 @@ int vm_hold(struct vm *vm, int *was_running, struct vm_error *err)
 	if (vm->stop_req) {
 		vm->busy = 0;
 		pthread_mutex_unlock(&vm->lock);
-		return vm_error_set(err, EINVAL, "the VM exited");
+		return vm_error_set(err, ESRCH, "the VM exited");
 	}
 	pthread_mutex_unlock(&vm->lock);
 	return 0;

@@ -31,10 +31,15 @@ export interface ExecStream {
 
 export type ApiTarget = { socketPath: string } | { url: string; token: string };
 
+/**
+ * A request the engine refused: `status` is the HTTP status, `code` the kind of failure as an errno name ('EBUSY',
+ * 'ENOENT', 'ENOMEM'; the body's `error.reason`) when it has one.
+ */
 export class ApiClientError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    readonly code?: string,
   ) {
     super(message);
     this.name = 'ApiClientError';
@@ -60,15 +65,17 @@ export interface EventHandlers {
 const toBuffer = (data: RawData) =>
   Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
 
-/** The message of an error body `{ error: { code, message } }`, else the text itself or the status's name. */
-function errorMessage(status: number, text: string): string {
+/** The error an error body `{ error: { code, message, reason? } }` says, else the text itself or the status's name. */
+function refusal(status: number, text: string): ApiClientError {
   try {
-    const message = (JSON.parse(text) as { error?: { message?: unknown } }).error?.message;
-    if (typeof message === 'string') return message;
+    const error = (JSON.parse(text) as { error?: { message?: unknown; reason?: unknown } }).error;
+    if (typeof error?.message === 'string') {
+      return new ApiClientError(status, error.message, typeof error.reason === 'string' ? error.reason : undefined);
+    }
   } catch {
     // not JSON: said below
   }
-  return text.trim() || `${status} ${http.STATUS_CODES[status] ?? ''}`.trim();
+  return new ApiClientError(status, text.trim() || `${status} ${http.STATUS_CODES[status] ?? ''}`.trim());
 }
 
 export class ApiClient {
@@ -108,7 +115,7 @@ export class ApiClient {
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
           const status = res.statusCode ?? 0;
-          if (status >= 400) return reject(new ApiClientError(status, errorMessage(status, text)));
+          if (status >= 400) return reject(refusal(status, text));
           const json = /[/+]json\b/.test(res.headers['content-type'] ?? '');
           try {
             resolve((text === '' ? undefined : json ? JSON.parse(text) : text) as T);
@@ -140,7 +147,7 @@ export class ApiClient {
         if (status < 400) return resolve(res);
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => reject(new ApiClientError(status, errorMessage(status, Buffer.concat(chunks).toString()))));
+        res.on('end', () => reject(refusal(status, Buffer.concat(chunks).toString())));
         res.on('error', reject);
       };
       const req =
@@ -281,7 +288,7 @@ export class ApiClient {
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
       res.on('end', () => {
         const status = res.statusCode ?? 0;
-        end(`refused (${status}): ${errorMessage(status, Buffer.concat(chunks).toString('utf8'))}`);
+        end(`refused (${status}): ${refusal(status, Buffer.concat(chunks).toString('utf8')).message}`);
         req.destroy();
       });
     });

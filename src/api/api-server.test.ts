@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApiServer, type ApiServer } from '../engine/api-server.js';
 import { ApiClient, ApiClientError } from './api-client.js';
 import { ApiFailure, type ConsoleViewer, type EngineApi } from './engine-api.js';
+import { CodedError } from './error-codes.js';
 import { ROUTES } from './routes.js';
 import * as s from './schema.js';
 
@@ -69,7 +70,16 @@ function fakeEngine() {
     }),
     forkSnapshot: async () => ({ children: [vm('vm-cccccccccc', 'from-snapshot')], snapshot: null }),
     restore: async (ref) => ({ vm: getVm(ref), savedAs: snapshot() }),
-    ...{ stop: lifecycle, start: lifecycle, pause: lifecycle, resume: lifecycle, reset: lifecycle },
+    ...{ stop: lifecycle, start: lifecycle, resume: lifecycle },
+    // As the vmhost's errors arrive: a CodedError with the VMM's errno name.
+    pause: async (ref) => {
+      if (getVm(ref).id !== BROKEN) return getVm(ref);
+      throw new CodedError({ name: 'Error', message: 'cannot pause: a checkpoint is in progress', code: 'EBUSY' });
+    },
+    reset: async (ref) => {
+      if (getVm(ref).id !== BROKEN) return getVm(ref);
+      throw Object.assign(new Error('writing the memory layer: No space left on device'), { code: 'ENOSPC' });
+    },
     removeVm: async (ref) => void getVm(ref),
     memoryStats: async (ref) => {
       if (getVm(ref).id === BROKEN) throw new Error('the VMM failed: EIO');
@@ -265,6 +275,20 @@ describe('API transport', () => {
       message: 'the VMM failed: EIO',
     });
     expect(s.Health.parse(await client.request('GET', '/api/v1/health')).pid).toBe(process.pid);
+  });
+
+  it('gives an error with an errno name the status of its kind, and the name as `reason` (the client: `code`)', async () => {
+    const busy = await client.request('POST', `/api/v1/vms/${BROKEN}/pause`).catch((e: unknown) => e);
+    expect(busy).toMatchObject({ status: 409, code: 'EBUSY', message: 'cannot pause: a checkpoint is in progress' });
+    const full = await raw({ socketPath }, 'POST', `/api/v1/vms/${BROKEN}/reset`);
+    expect(full.status).toBe(503);
+    expect(s.ApiError.parse(JSON.parse(full.text)).error).toEqual({
+      code: 503,
+      message: 'writing the memory layer: No space left on device',
+      reason: 'ENOSPC',
+    });
+    const plain = await client.request('GET', `/api/v1/vms/${BROKEN}/memory`).catch((e: unknown) => e);
+    expect((plain as ApiClientError).code).toBeUndefined();
   });
 
   it('answers 100 concurrent requests', async () => {

@@ -23,11 +23,15 @@ import type {
   Vm,
 } from './schema.js';
 
-/** An error with the HTTP status it maps to: 400 bad request, 404 unknown, 409 wrong state, 500 the engine's fault. */
+/**
+ * An error with the HTTP status it maps to: 400 bad request, 404 unknown, 409 wrong state, 500 the engine's fault,
+ * 503 out of resources or stopping. `code`, when given, is the errno name of its kind ('EBUSY'), as the VMM's have.
+ */
 export class ApiFailure extends Error {
   constructor(
     readonly status: 400 | 401 | 403 | 404 | 409 | 500 | 503,
     message: string,
+    readonly code?: string,
   ) {
     super(message);
     this.name = 'ApiFailure';

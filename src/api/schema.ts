@@ -99,7 +99,15 @@ export const Snapshot = z
   .meta({ id: 'Snapshot' });
 
 export const ApiError = z
-  .object({ error: z.object({ code: z.number().int(), message: z.string() }) })
+  .object({
+    error: z.object({
+      /** The HTTP status again. */
+      code: z.number().int(),
+      message: z.string(),
+      /** The kind of failure as an errno name ('EBUSY', 'ENOENT', 'ENOMEM'), when it has one (docs/engine.md). */
+      reason: z.string().optional(),
+    }),
+  })
   .meta({ id: 'Error' });
 
 // ---- requests ----

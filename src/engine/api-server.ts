@@ -11,6 +11,7 @@ import { pipeline } from 'node:stream/promises';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { z } from 'zod';
 import { ApiFailure, type EngineApi } from '../api/engine-api.js';
+import { codeOf, statusForCode } from '../api/error-codes.js';
 import { parseInput } from '../api/request-errors.js';
 import { FILE_ROUTE, ROUTES, WEBSOCKET_ROUTES, matchPath, type Params, type Route } from '../api/routes.js';
 import { API_PREFIX, FileQuery, Ref } from '../api/schema.js';
@@ -56,15 +57,19 @@ class HttpError extends Error {
     readonly status: number,
     message: string,
     readonly headers: Record<string, string> = {},
+    readonly reason?: string,
   ) {
     super(message);
   }
 }
 
+/** The status of a failure: an ApiFailure says it; an error with a known errno name gets its kind's (error-codes.ts). */
 function asHttpError(error: unknown): HttpError {
   if (error instanceof HttpError) return error;
-  if (error instanceof ApiFailure) return new HttpError(error.status, error.message);
-  return new HttpError(500, error instanceof Error ? error.message : String(error));
+  if (error instanceof ApiFailure) return new HttpError(error.status, error.message, {}, error.code);
+  const message = error instanceof Error ? error.message : String(error);
+  const code = codeOf(error);
+  return new HttpError(statusForCode(code) ?? 500, message, {}, code);
 }
 
 // ---- the TCP listener's gate: the token, then the Origin ----
@@ -263,7 +268,8 @@ async function serve(
     send(res, route.status, route.response ? result : undefined, type);
   } catch (error) {
     const failure = asHttpError(error);
-    const body = { error: { code: failure.status, message: failure.message } };
+    const reason = failure.reason === undefined ? {} : { reason: failure.reason };
+    const body = { error: { code: failure.status, message: failure.message, ...reason } };
     send(res, failure.status, body, JSON_TYPE, failure.headers);
   }
 }

@@ -114,7 +114,7 @@ export class EngineCore {
         const host = this.#hosts.get(episode.id);
         if (running.length === 0 || !host?.alive) return [];
         const byInstance = new Map(running.map((vm) => [this.#instances.get(vm.id)!, vm.id]));
-        const samples = await host.request({ op: 'sample', vms: [...byInstance.keys()] }).catch(() => []);
+        const samples = await host.call('sample', { vms: [...byInstance.keys()] }).catch(() => []);
         return samples.flatMap((s) => {
           const vm = byInstance.get(s.vm);
           return vm ? [{ vm, instance: s.vm, cpuNs: s.cpuNs, memory: s.memory }] : [];
@@ -480,7 +480,7 @@ export class EngineCore {
     this.hub(vm).input(data);
     // Typing races restores, resets and exits: input to an instance that just went is dropped, not fatal.
     this.host(this.episodeOf(vm))
-      .request({ op: 'write', vm: instance, data })
+      .call('write', { vm: instance, data })
       .catch((error: unknown) =>
         this.options.log(`engine: console input to ${instance} dropped: ${(error as Error).message}`),
       );
@@ -547,8 +547,8 @@ export class EngineCore {
         options.disk = { base, top: this.store.newDiskLayer() };
         this.setDiskTop(instance, options.disk.top!);
       }
-      await host.request({ op: 'create', vm: instance, options });
-      if (!plan.baseKey) await host.request({ op: 'start', vm: instance });
+      await host.call('create', { vm: instance, options });
+      if (!plan.baseKey) await host.call('start', { vm: instance });
     } catch (error) {
       await this.startFailed(episode, vm, error);
     }
@@ -557,11 +557,11 @@ export class EngineCore {
       return;
     }
     const shell = new ConsoleShell((text) =>
-      host.request({ op: 'write', vm: instance, data: Buffer.from(text) }).catch(() => undefined),
+      host.call('write', { vm: instance, data: Buffer.from(text) }).catch(() => undefined),
     );
     this.#shells.set(vm.id, shell);
     try {
-      await host.request({ op: 'start', vm: instance });
+      await host.call('start', { vm: instance });
       this.watchAgent(vm, instance);
       await this.setState(episode, vm, 'running');
       await shell.waitFor(/smol-guest: ready/, BOOT_READY_MS);
@@ -601,13 +601,13 @@ export class EngineCore {
         disk.diskTop = this.store.newDiskLayer();
         this.setDiskTop(instance, disk.diskTop);
       }
-      await host.request({ op: 'restore', vm: instance, dir: this.store.dirFor(snapshot.id), vsockPath, ...disk });
+      await host.call('restore', { vm: instance, dir: this.store.dirFor(snapshot.id), vsockPath, ...disk });
       vm.snapshot = snapshot.id;
       vm.layerHead = snapshot.id;
       vm.cpus = snapshot.cpus;
       vm.memoryMiB = Math.round(snapshot.memoryBytes / 2 ** 20);
-      await host.request({ op: 'start', vm: instance });
-      if (paused) await host.request({ op: 'pause', vm: instance });
+      await host.call('start', { vm: instance });
+      if (paused) await host.call('pause', { vm: instance });
       this.watchAgent(vm, instance, { remint });
     } catch (error) {
       await this.startFailed(episode, vm, error);
@@ -646,8 +646,9 @@ export class EngineCore {
     const next = top ? this.store.newDiskLayer() : undefined;
     let info: CheckpointInfo;
     try {
-      info = await this.host(episode).request(
-        { op: 'checkpoint', vm: instance, dir: this.store.dirFor(id), ...(next && { diskTop: next }) },
+      info = await this.host(episode).call(
+        'checkpoint',
+        { vm: instance, dir: this.store.dirFor(id), ...(next && { diskTop: next }) },
         (done, total) => this.emit({ type: 'progress', operation: kind, vm: vm.id, done, total }),
       );
     } catch (error) {
@@ -696,7 +697,7 @@ export class EngineCore {
   async #flattenIfDeep(episode: EpisodeRecord, snapshot: Snapshot, file: string): Promise<void> {
     const depth = await chainDepth(file, this.store.disksDir);
     if (depth < FLATTEN_DEPTH) return;
-    const result = await this.host(episode).request({ op: 'flatten', path: file });
+    const result = await this.host(episode).call('flatten', { path: file });
     await this.store.setDiskParent(snapshot.id, null);
     this.options.log(
       `engine: flattened the disk layer of ${snapshot.id}: ${result.depthBefore} layers into one ` +
@@ -711,12 +712,12 @@ export class EngineCore {
     // Paused first: what the guest would print between the capture and the kill would be shown and then lost.
     const host = this.host(episode);
     const instance = this.instance(vm);
-    if (!paused) await host.request({ op: 'pause', vm: instance });
+    if (!paused) await host.call('pause', { vm: instance });
     let snapshot: Snapshot;
     try {
       snapshot = await this.checkpointVm(vm, 'suspend', {});
     } catch (error) {
-      if (!paused) await host.request({ op: 'resume', vm: instance }).catch(() => undefined);
+      if (!paused) await host.call('resume', { vm: instance }).catch(() => undefined);
       throw error;
     }
     await this.killVm(vm);
@@ -734,7 +735,7 @@ export class EngineCore {
     this.#instances.delete(vm.id);
     this.#forget(instance);
     const host = this.host(this.episodeOf(vm));
-    if (host.alive) await host.request({ op: 'kill', vm: instance }).catch(() => undefined);
+    if (host.alive) await host.call('kill', { vm: instance }).catch(() => undefined);
   }
 
   /** A clean machine: the base snapshot restored, or a bare kernel booted afresh. Nothing of the VM's past stays. */

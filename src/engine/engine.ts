@@ -247,7 +247,7 @@ export class Engine extends EngineCore implements EngineApi {
       this.requireLive(vm);
       const host = this.host(episode);
       const wasRunning = vm.state === 'running';
-      if (wasRunning) await host.request({ op: 'pause', vm: this.instance(vm) });
+      if (wasRunning) await host.call('pause', { vm: this.instance(vm) });
       // The children are locked until they run: an `rm` of one waits for the fork instead of racing it.
       let release = () => {};
       const held = new Promise<void>((resolve) => (release = resolve));
@@ -276,7 +276,7 @@ export class Engine extends EngineCore implements EngineApi {
         disks.childDiskTops?.forEach((file, i) => this.setDiskTop(instances[i]!, file));
         try {
           const childVsockPaths = instances.map((instance) => this.vsockPathOf(instance));
-          await host.request({ op: 'fork', vm: parent, children: instances, childVsockPaths, ...disks });
+          await host.call('fork', { vm: parent, children: instances, childVsockPaths, ...disks });
           if (top && disks.diskTop) {
             this.setDiskTop(parent, disks.diskTop);
             // A failure here is the store's, not the fork's: the children run, and the first snapshot on it takes it.
@@ -303,7 +303,7 @@ export class Engine extends EngineCore implements EngineApi {
         return { children: children.map(vmView), snapshot: point };
       } finally {
         release();
-        if (wasRunning && LIVE_STATES.has(vm.state)) await host.request({ op: 'resume', vm: this.instance(vm) });
+        if (wasRunning && LIVE_STATES.has(vm.state)) await host.call('resume', { vm: this.instance(vm) });
       }
     });
   }
@@ -390,7 +390,7 @@ export class Engine extends EngineCore implements EngineApi {
     return this.withLock(vm.id, async () => {
       if (vm.state !== from) throw new ApiFailure(409, `${vm.name} is ${vm.state}, not ${from}`);
       const op = to === 'paused' ? 'pause' : 'resume';
-      await this.host(this.episodeOf(vm)).request({ op, vm: this.instance(vm) });
+      await this.host(this.episodeOf(vm)).call(op, { vm: this.instance(vm) });
       await this.setState(this.episodeOf(vm), vm, to);
       if (to === 'running') this.recheckAgent(vm);
       return vmView(vm);
@@ -431,7 +431,7 @@ export class Engine extends EngineCore implements EngineApi {
   async memoryStats(vmRef: string): Promise<MemoryStats> {
     const vm = this.vm(vmRef);
     this.requireLive(vm);
-    return await this.host(this.episodeOf(vm)).request({ op: 'stats', vm: this.instance(vm) });
+    return await this.host(this.episodeOf(vm)).call('stats', { vm: this.instance(vm) });
   }
 
   writeConsole(vmRef: string, data: string): void {

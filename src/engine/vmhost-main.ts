@@ -4,7 +4,14 @@
 import { Vm } from '../vmm/vm.js';
 import { loadNative } from '../vmm/native.js';
 import { engineChannel } from './vmhost-parent.js';
-import type { HostMessageOut, HostRequest } from './vmhost-protocol.js';
+import { errorData } from '../api/error-codes.js';
+import {
+  HOST_OPS,
+  type HostMessageIn,
+  type HostMessageOut,
+  type HostProgress,
+  type VmHostService,
+} from './vmhost-protocol.js';
 
 const engine = engineChannel();
 
@@ -59,72 +66,73 @@ function adopt(id: string, vm: Vm): void {
 
 function vmOf(id: string): Vm {
   const vm = vms.get(id);
-  if (!vm) throw new Error(`${id} is not running in this vmhost`);
+  if (!vm) throw Object.assign(new Error(`${id} is not running in this vmhost`), { code: 'ESRCH' });
   return vm;
 }
 
-async function handle(request: HostRequest, seq: number): Promise<unknown> {
-  switch (request.op) {
-    case 'create':
-      adopt(request.vm, await Vm.create(request.options));
-      return null;
-    case 'restore':
-      adopt(
-        request.vm,
-        await Vm.restore(request.dir, {
-          ...(request.vsockPath && { vsockPath: request.vsockPath }),
-          ...(request.diskTop && { diskTop: request.diskTop }),
-        }),
-      );
-      return null;
-    case 'start':
-      vmOf(request.vm).start();
-      return null;
-    case 'pause':
-      await vmOf(request.vm).pause();
-      return null;
-    case 'resume':
-      vmOf(request.vm).resume();
-      return null;
-    case 'kill':
-      await vms.get(request.vm)?.kill();
-      return null;
-    case 'stats':
-      return await vmOf(request.vm).memoryStats();
-    case 'sample': {
-      const samples = await Promise.all(
-        request.vms.map(async (id) => {
-          const vm = vms.get(id);
-          if (vm?.state !== 'running') return null;
-          try {
-            return { vm: id, cpuNs: vm.cpuTimeNs(), memory: await vm.memoryStats() };
-          } catch {
-            return null; // it ended while being sampled
-          }
-        }),
-      );
-      return samples.filter((sample) => sample !== null);
-    }
-    case 'write':
-      return writeInput(request.vm, Buffer.from(request.data));
-    case 'flatten':
-      return await loadNative().flattenDiskLayer(request.path);
-    case 'checkpoint':
-      return await vmOf(request.vm).checkpoint(
-        request.dir,
-        (p) => send({ kind: 'progress', seq, done: p.done, total: p.total }),
-        request.diskTop ? { diskTop: request.diskTop } : {},
-      );
-    case 'fork': {
-      const children = await vmOf(request.vm).fork(request.children.length, {
-        ...(request.childVsockPaths && { childVsockPaths: request.childVsockPaths }),
-        ...(request.diskTop && { diskTop: request.diskTop }),
-        ...(request.childDiskTops && { childDiskTops: request.childDiskTops }),
-      });
-      children.forEach((child, i) => adopt(request.children[i]!, child));
-      return null;
-    }
-  }
+/** The service this process offers (the interface is vmhost-protocol.ts). */
+const service: VmHostService = {
+  async create({ vm, options }) {
+    adopt(vm, await Vm.create(options));
+  },
+  async restore({ vm, dir, vsockPath, diskTop }) {
+    adopt(vm, await Vm.restore(dir, { ...(vsockPath && { vsockPath }), ...(diskTop && { diskTop }) }));
+  },
+  async start({ vm }) {
+    vmOf(vm).start();
+  },
+  async pause({ vm }) {
+    await vmOf(vm).pause();
+  },
+  async resume({ vm }) {
+    vmOf(vm).resume();
+  },
+  async kill({ vm }) {
+    await vms.get(vm)?.kill();
+  },
+  stats: ({ vm }) => vmOf(vm).memoryStats(),
+  async sample({ vms: ids }) {
+    const samples = await Promise.all(
+      ids.map(async (id) => {
+        const vm = vms.get(id);
+        if (vm?.state !== 'running') return null;
+        try {
+          return { vm: id, cpuNs: vm.cpuTimeNs(), memory: await vm.memoryStats() };
+        } catch {
+          return null; // it ended while being sampled
+        }
+      }),
+    );
+    return samples.filter((sample) => sample !== null);
+  },
+  write: async ({ vm, data }) => writeInput(vm, Buffer.from(data)),
+  flatten: ({ path }) => loadNative().flattenDiskLayer(path),
+  checkpoint: ({ vm, dir, diskTop }, progress) =>
+    vmOf(vm).checkpoint(dir, (p) => progress?.(p.done, p.total), diskTop ? { diskTop } : {}),
+  async fork({ vm, children, childVsockPaths, diskTop, childDiskTops }) {
+    const made = await vmOf(vm).fork(children.length, {
+      ...(childVsockPaths && { childVsockPaths }),
+      ...(diskTop && { diskTop }),
+      ...(childDiskTops && { childDiskTops }),
+    });
+    made.forEach((child, i) => adopt(children[i]!, child));
+  },
+};
+
+const known = new Set<string>(HOST_OPS);
+
+/** The generic dispatcher: a message names an operation of the service and its argument; the reply is its result. */
+function dispatch({ seq, op, args }: HostMessageIn): void {
+  const progress: HostProgress = (done, total) => send({ kind: 'progress', seq, done, total });
+  const call = async () => {
+    if (!known.has(op)) throw new TypeError(`the vmhost has no operation ${JSON.stringify(op)}`);
+    const method = service[op] as (args: unknown, progress: HostProgress) => Promise<unknown>;
+    return await method(args, progress);
+  };
+  call().then(
+    (result) => send({ kind: 'reply', seq, ok: true, result: result ?? null }),
+    (error: unknown) => send({ kind: 'reply', seq, ok: false, error: errorData(error) }),
+  );
 }
 
 // Ctrl-C or a closed terminal signals the engine's whole process group: the engine then suspends these VMs, so the
@@ -132,14 +140,7 @@ async function handle(request: HostRequest, seq: number): Promise<unknown> {
 process.on('SIGINT', () => undefined);
 process.on('SIGHUP', () => undefined);
 
-engine.onMessage((message) => {
-  const { seq, ...request } = message;
-  handle(request as HostRequest, seq).then(
-    (result) => send({ kind: 'reply', seq, ok: true, result }),
-    (error: unknown) =>
-      send({ kind: 'reply', seq, ok: false, error: error instanceof Error ? error.message : String(error) }),
-  );
-});
+engine.onMessage(dispatch);
 
 // The engine going away ends the vmhost: its VMs cannot outlive the process that can snapshot them.
 engine.onGone(() => {

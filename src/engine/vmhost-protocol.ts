@@ -1,55 +1,82 @@
-// Messages between the engine and a vmhost process (docs/engine.md, "Processes"), over Node's IPC channel with
-// advanced serialization, so console bytes travel as Buffers.
+// The vmhost as a typed service (docs/engine.md, "Processes"): one interface says every operation, what it takes
+// and what it answers. The engine calls it through a generic proxy (VmHost.call in vmhost.ts); the vmhost serves it
+// with a generic dispatcher (vmhost-main.ts). Messages go over Node's IPC channel with advanced serialization (or an
+// Electron MessagePort), so console bytes travel as Buffers. A failure keeps its name, message and errno code.
+import type { ErrorData } from '../api/error-codes.js';
 import type { CheckpointInfo, MemoryStats, VmExit, VmOptions } from '../vmm/vm.js';
 
-export type HostRequest =
-  | { op: 'create'; vm: string; options: VmOptions }
+/** Checkpoint progress: pages of memory written so far, of all. */
+export type HostProgress = (done: number, total: number) => void;
+
+/** The operations of a vmhost. Each takes one plain-data argument (and a progress callback where it says). */
+export interface VmHostService {
+  create(args: { vm: string; options: VmOptions }): Promise<void>;
   /**
    * `vsockPath`: the restored VM's vsock socket, used when the snapshot has a vsock device. `diskTop`: its new
    * writable disk layer, when the snapshot has a disk (docs/disks.md).
    */
-  | { op: 'restore'; vm: string; dir: string; vsockPath?: string; diskTop?: string }
-  | { op: 'start' | 'pause' | 'resume' | 'kill' | 'stats'; vm: string }
+  restore(args: { vm: string; dir: string; vsockPath?: string; diskTop?: string }): Promise<void>;
+  start(args: { vm: string }): Promise<void>;
+  pause(args: { vm: string }): Promise<void>;
+  resume(args: { vm: string }): Promise<void>;
+  /** Ends the VM if it runs here; nothing when it does not. */
+  kill(args: { vm: string }): Promise<void>;
+  stats(args: { vm: string }): Promise<MemoryStats>;
   /** CPU time and memory of each named VM that is running here (the others are left out). */
-  | { op: 'sample'; vms: string[] }
-  | { op: 'write'; vm: string; data: Buffer }
+  sample(args: { vms: string[] }): Promise<Array<{ vm: string; cpuNs: number; memory: MemoryStats }>>;
+  /** Queues console input; answers how many bytes wait for room in the VMM's queue. */
+  write(args: { vm: string; data: Buffer }): Promise<number>;
   /** Flattens a frozen disk layer (docs/disks.md, "Flattening"); no VM involved. */
-  | { op: 'flatten'; path: string }
+  flatten(args: { path: string }): Promise<{ depthBefore: number; depthAfter: number; bytes: number }>;
   /** `diskTop`: the layer a VM with a disk writes to after the checkpoint froze the one it wrote. */
-  | { op: 'checkpoint'; vm: string; dir: string; diskTop?: string }
+  checkpoint(args: { vm: string; dir: string; diskTop?: string }, progress?: HostProgress): Promise<CheckpointInfo>;
   /**
    * Children get the given ids; they are running when the reply comes. With a disk, the parent goes on with
    * `diskTop` and each child writes its own `childDiskTops[i]`.
    */
-  | {
-      op: 'fork';
-      vm: string;
-      children: string[];
-      childVsockPaths?: string[];
-      diskTop?: string;
-      childDiskTops?: string[];
-    };
-
-export interface HostResults {
-  create: null;
-  restore: null;
-  start: null;
-  pause: null;
-  resume: null;
-  kill: null;
-  stats: MemoryStats;
-  sample: Array<{ vm: string; cpuNs: number; memory: MemoryStats }>;
-  write: number;
-  flatten: { depthBefore: number; depthAfter: number; bytes: number };
-  checkpoint: CheckpointInfo;
-  fork: null;
+  fork(args: {
+    vm: string;
+    children: string[];
+    childVsockPaths?: string[];
+    diskTop?: string;
+    childDiskTops?: string[];
+  }): Promise<void>;
 }
 
-export type HostMessageIn = HostRequest & { seq: number };
+export type HostOp = keyof VmHostService;
+export type HostArgs<K extends HostOp> = Parameters<VmHostService[K]>[0];
+export type HostResult<K extends HostOp> = Awaited<ReturnType<VmHostService[K]>>;
+
+/** Every operation's name, so that the dispatcher can refuse one that is not in the interface. */
+export const HOST_OPS = [
+  'create',
+  'restore',
+  'start',
+  'pause',
+  'resume',
+  'kill',
+  'stats',
+  'sample',
+  'write',
+  'flatten',
+  'checkpoint',
+  'fork',
+] as const satisfies readonly HostOp[];
+
+// Every operation of the interface is in HOST_OPS (this fails to compile when one is missing).
+type Missing = Exclude<HostOp, (typeof HOST_OPS)[number]>;
+const complete: Missing extends never ? true : Missing = true;
+void complete;
+
+export interface HostMessageIn {
+  seq: number;
+  op: HostOp;
+  args: unknown;
+}
 
 export type HostMessageOut =
   | { kind: 'reply'; seq: number; ok: true; result: unknown }
-  | { kind: 'reply'; seq: number; ok: false; error: string }
+  | { kind: 'reply'; seq: number; ok: false; error: ErrorData }
   | { kind: 'console'; vm: string; data: Uint8Array }
   | { kind: 'exit'; vm: string; exit: VmExit }
   | { kind: 'progress'; seq: number; done: number; total: number }

@@ -3,7 +3,16 @@
 import { EventEmitter } from 'node:events';
 import type { VmExit } from '../vmm/vm.js';
 import { forkVmHost, type VmHostLauncher, type VmHostProcess } from './vmhost-launcher.js';
-import type { HostMessageOut, HostRequest, HostResults } from './vmhost-protocol.js';
+import { CodedError } from '../api/error-codes.js';
+import type {
+  HostArgs,
+  HostMessageIn,
+  HostMessageOut,
+  HostOp,
+  HostProgress,
+  HostResult,
+  VmHostService,
+} from './vmhost-protocol.js';
 
 interface VmHostEvents {
   console: [vm: string, data: Buffer];
@@ -15,7 +24,7 @@ interface VmHostEvents {
 interface Pending {
   resolve: (value: unknown) => void;
   reject: (error: Error) => void;
-  onProgress?: (done: number, total: number) => void;
+  onProgress?: HostProgress;
 }
 
 export class VmHost extends EventEmitter<VmHostEvents> {
@@ -56,16 +65,19 @@ export class VmHost extends EventEmitter<VmHostEvents> {
     return this.#dead === null && !this.#disconnected;
   }
 
-  async request<R extends HostRequest>(
-    request: R,
-    onProgress?: (done: number, total: number) => void,
-  ): Promise<HostResults[R['op']]> {
+  /**
+   * Calls one operation of the vmhost's service (vmhost-protocol.ts): `host.call('checkpoint', {vm, dir}, onProgress)`.
+   * A failure in the vmhost arrives as an Error with its name, message, `code` and `errno` (a CodedError).
+   */
+  async call<K extends HostOp>(op: K, ...params: Parameters<VmHostService[K]>): Promise<HostResult<K>> {
+    const [args, onProgress] = params as [HostArgs<K>, HostProgress | undefined];
     if (!this.alive) throw new Error(`the vmhost for ${this.label} is gone (${this.#dead ?? 'disconnected'})`);
     await this.ready;
     const seq = ++this.#seq;
+    const message: HostMessageIn = { seq, op, args };
     return new Promise((resolve, reject) => {
       this.#pending.set(seq, { resolve: resolve as (value: unknown) => void, reject, onProgress });
-      this.#child.send({ ...request, seq }, (error) => {
+      this.#child.send(message, (error) => {
         if (!error) return;
         this.#pending.delete(seq);
         reject(new Error(`the vmhost for ${this.label} is gone (${error.message})`));
@@ -88,7 +100,7 @@ export class VmHost extends EventEmitter<VmHostEvents> {
         const pending = this.#pending.get(message.seq);
         this.#pending.delete(message.seq);
         if (message.ok) pending?.resolve(message.result);
-        else pending?.reject(new Error(message.error));
+        else pending?.reject(new CodedError(message.error));
         break;
       }
       case 'progress':

@@ -153,7 +153,10 @@ export class Vm extends EventEmitter<VmEvents> {
 
   /** Queues console input for the guest; returns how many bytes were accepted (fewer when the queue is full). */
   write(data: string | Buffer): number {
-    if (this.#exit) throw new Error(`cannot write to the console: the VM has exited (${this.#exit.reason})`);
+    if (this.#exit) {
+      const message = `cannot write to the console: the VM has exited (${this.#exit.reason})`;
+      throw Object.assign(new Error(message), { code: 'ESRCH' });
+    }
     const bytes = typeof data === 'string' ? Buffer.from(data) : data;
     return bytes.length === 0 ? 0 : this.#vm().writeConsole(bytes);
   }

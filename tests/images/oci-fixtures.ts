@@ -171,3 +171,52 @@ export function debugfs(image: string, request: string): string {
   if (result.status !== 0) throw new Error(`debugfs -R '${request}' ${image}: ${result.stderr}`);
   return result.stdout;
 }
+
+/**
+ * Adds to the layout at `dir` a multi-arch image index tagged `tag`: linux/arm64 (a manifest of its own, the same
+ * layers) and linux/amd64 (the layout's manifest).
+ */
+export function addIndex(layout: Layout, tag: string): string {
+  const blobs = path.join(layout.dir, 'blobs', 'sha256');
+  const read = (digest: string) => readFileSync(path.join(blobs, digest.slice(7)));
+  const put = (bytes: Buffer) => {
+    const digest = digestOf(bytes);
+    writeFileSync(path.join(blobs, digest.slice(7)), bytes);
+    return { digest, size: bytes.length };
+  };
+  const amd64 = JSON.parse(read(layout.manifestDigest).toString()) as { config: { digest: string } };
+  const armConfig = { ...JSON.parse(read(amd64.config.digest).toString()), architecture: 'arm64' };
+  const armConfigBlob = put(Buffer.from(JSON.stringify(armConfig)));
+  const armManifest = put(
+    Buffer.from(
+      JSON.stringify({ ...amd64, config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...armConfigBlob } }),
+    ),
+  );
+  const manifestType = 'application/vnd.oci.image.manifest.v1+json';
+  const index = put(
+    Buffer.from(
+      JSON.stringify({
+        schemaVersion: 2,
+        mediaType: 'application/vnd.oci.image.index.v1+json',
+        manifests: [
+          { mediaType: manifestType, ...armManifest, platform: { os: 'linux', architecture: 'arm64' } },
+          {
+            mediaType: manifestType,
+            digest: layout.manifestDigest,
+            size: read(layout.manifestDigest).length,
+            platform: { os: 'linux', architecture: 'amd64' },
+          },
+        ],
+      }),
+    ),
+  );
+  const indexFile = path.join(layout.dir, 'index.json');
+  const top = JSON.parse(readFileSync(indexFile, 'utf8')) as { manifests: object[] };
+  top.manifests.push({
+    mediaType: 'application/vnd.oci.image.index.v1+json',
+    ...index,
+    annotations: { 'org.opencontainers.image.ref.name': tag },
+  });
+  writeFileSync(indexFile, JSON.stringify(top));
+  return index.digest;
+}

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { Vm } from '../../src/vmm/vm.js';
-import { guestPath } from './guests.js';
+import { guestPath, startGuest } from './guests.js';
 
 const run = promisify(execFile);
 const dir = mkdtempSync(path.join(os.tmpdir(), 'smol-vmm-errors-'));
@@ -110,5 +110,74 @@ describe('creating a VM fails clearly', () => {
   it('says when this user may not open /dev/kvm', async () => {
     const stdout = await createInChild([], 'process.setgid(65534); process.setuid(65534);');
     expect(stdout).toContain('error: cannot open /dev/kvm: Permission denied');
+  });
+});
+
+describe('VMM errors keep their kind as err.code', () => {
+  /** What a promise rejected with, or what a call threw. */
+  const caught = async (work: () => unknown): Promise<{ message: string; code?: string; errno?: number }> => {
+    try {
+      await work();
+    } catch (error) {
+      return error as Error & { code?: string; errno?: number };
+    }
+    throw new Error('it did not fail');
+  };
+
+  it('a state that conflicts is EBUSY: pause a paused VM, resume a running one', async () => {
+    const guest = await startGuest('count', { cmdline: 'every=100000' });
+    expect(await caught(() => guest.vm.resume())).toMatchObject({
+      message: 'cannot resume: the VM is running',
+      code: 'EBUSY',
+      errno: 16,
+    });
+    await guest.vm.pause();
+    expect(await caught(() => guest.vm.pause())).toMatchObject({ code: 'EBUSY', errno: 16 });
+    await guest.vm.kill();
+  });
+
+  it('a checkpoint of a VM another checkpoint holds is EBUSY, and the other one is written', async () => {
+    const guest = await startGuest('count', { cmdline: 'every=100000', memoryMiB: 1024 });
+    // Both go to the thread pool at once; the VMM holds the VM for one of them while it freezes 1 GiB.
+    for (let attempt = 1; ; attempt++) {
+      const results = await Promise.allSettled([
+        guest.vm.checkpoint(path.join(dir, `busy-${attempt}-a`)),
+        guest.vm.checkpoint(path.join(dir, `busy-${attempt}-b`)),
+      ]);
+      const failed = results.filter((r) => r.status === 'rejected').map((r) => r.reason as Error & { code?: string });
+      for (const failure of failed) expect(failure).toMatchObject({ code: 'EBUSY', message: /in progress/ });
+      if (failed.length === 1) break;
+      expect(failed).toHaveLength(0); // both ran one after the other this time
+      if (attempt === 10) throw new Error('10 pairs of checkpoints never overlapped');
+    }
+    await guest.vm.kill();
+  });
+
+  it('a VM that has exited is ESRCH', async () => {
+    const guest = await startGuest('count', { cmdline: 'every=100000' });
+    await guest.vm.kill();
+    expect(await caught(() => guest.vm.checkpoint(path.join(dir, 'after-exit')))).toMatchObject({
+      message: 'cannot checkpoint: the VM has exited',
+      code: 'ESRCH',
+    });
+    expect(await caught(() => guest.vm.write('x'))).toMatchObject({ code: 'ESRCH' });
+  });
+
+  it('a snapshot directory that is not there is ENOENT; a kernel that is not one is ENOEXEC', async () => {
+    expect(await caught(() => Vm.restore(path.join(dir, 'no-such-snapshot')))).toMatchObject({
+      message: /no-such-snapshot: No such file or directory/,
+      code: 'ENOENT',
+      errno: 2,
+    });
+    const k = file('not-a-kernel.txt', 'this is not a kernel\n'.repeat(10));
+    expect(await caught(() => Vm.create({ kernel: k }))).toMatchObject({ code: 'ENOEXEC' });
+  });
+
+  it('a snapshot directory that exists already is EEXIST', async () => {
+    const guest = await startGuest('count', { cmdline: 'every=100000' });
+    const taken = path.join(dir, 'taken');
+    await guest.vm.checkpoint(taken);
+    expect(await caught(() => guest.vm.checkpoint(taken))).toMatchObject({ code: 'EEXIST' });
+    await guest.vm.kill();
   });
 });
