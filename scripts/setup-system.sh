@@ -7,11 +7,14 @@
 #   tests: util-linux (unshare) for the no-/dev/kvm test; chromium for the UI tests (Playwright drives it: e2e/)
 #   python: pytest, wsproto (the Python SDK's one dependency; it brings h11) and venv (its offline pip install test):
 #          sdk/python/tests, run with /usr/bin/python3
+#   images: e2fsprogs (mke2fs -d, debugfs) and attr (setfattr: layers' xattrs) to make OCI images into root disks;
+#          docker-registry and skopeo for the OCI tests' and `smol bench image`'s registry on loopback (docs/images.md)
 # The guest kernel build (smol guest build) installs its own packages when it runs.
 set -euo pipefail
 
 packages=(build-essential python3 clang libclang-rt-14-dev qemu-system-x86 busybox-static cpio xz-utils util-linux chromium
-  python3-pytest python3-wsproto python3-h11 python3-venv)
+  python3-pytest python3-wsproto python3-h11 python3-venv
+  e2fsprogs attr docker-registry skopeo)
 
 missing=()
 for p in "${packages[@]}"; do
