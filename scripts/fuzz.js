@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// `npm run fuzz [-- --seconds N] [--target snapshot|virtq|vsock]`: builds the fuzzers (`make -C native fuzz`:
+// `npm run fuzz [-- --seconds N] [--target snapshot|virtq|vsock|net-policy]`: builds the fuzzers (`make -C native fuzz`:
 // clang, libFuzzer, ASan and UBSan), writes their seed corpora and runs each for N seconds (default 60) over its
 // corpus in native/out/fuzz, which grows from run to run: the snapshot loader (docs/snapshots.md, "Fuzzing"),
-// virtqueue handling (docs/vmm.md, "Virtio") and virtio-vsock (docs/vmm.md, "vsock"). A crash, leak, UB report or hang fails the run and names the input libFuzzer
+// virtqueue handling (docs/vmm.md, "Virtio"), virtio-vsock (docs/vmm.md, "vsock") and the
+// network policy (docs/network.md, "Fuzzing"). A crash, leak, UB report or hang fails the run and names the input libFuzzer
 // kept, which reproduces it: `native/out/fuzz/fuzz_<target> <input>`.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -24,6 +25,13 @@ const targets = [
   },
   { name: 'virtq', what: 'virtqueue handling', fuzzer: 'fuzz_virtq', seedsBin: 'virtq_seeds', corpus: 'corpus-virtq' },
   { name: 'vsock', what: 'virtio-vsock', fuzzer: 'fuzz_vsock', seedsBin: 'vsock_seeds', corpus: 'corpus-vsock' },
+  {
+    name: 'net-policy',
+    what: 'the network policy',
+    fuzzer: 'fuzz_net_policy',
+    seedsBin: 'net_policy_seeds',
+    corpus: 'corpus-net-policy',
+  },
 ];
 
 function say(message) {
