@@ -8,7 +8,9 @@ bytes between these classes and a socket; everything they say to the engine is d
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
@@ -508,14 +510,12 @@ EVENTS_PATH = f"{API_PREFIX}/events"
 class OutputMatcher:
     """``wait_for_output``'s state: the console's text since the call (its screen first) searched for a pattern."""
 
-    def __init__(self, pattern: Any) -> None:
-        import re
-
-        self.pattern = pattern if hasattr(pattern, "search") else re.compile(pattern)
+    def __init__(self, pattern: "Union[str, re.Pattern[str]]") -> None:
+        self.pattern: "re.Pattern[str]" = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
         self.text = ""
-        self._decoder = __import__("codecs").getincrementaldecoder("utf-8")("replace")
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
-    def add(self, event: ConsoleEvent) -> Any:
+    def add(self, event: ConsoleEvent) -> "Optional[re.Match[str]]":
         """The match once the text has one, else None."""
         if isinstance(event, ConsoleScreen):
             self.text += event.data

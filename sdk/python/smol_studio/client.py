@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import json
 import os
 import socket
 import ssl
@@ -416,8 +417,6 @@ class EventStream:
             if isinstance(message, WsClosed):
                 raise StreamClosed(f"the event stream ended ({message.reason or message.code})")
             if isinstance(message, WsMessage) and message.text is not None:
-                import json
-
                 return event_from_json(json.loads(message.text))
 
     def wait_for(self, predicate: Callable[[Event], bool], timeout: float = 30.0) -> Event:

@@ -95,3 +95,28 @@ def test_run_is_a_fresh_episode_for_one_command(smol: smol_studio.Smol) -> None:
     result = smol.run(SHELL, ["sh", "-c", "cat /work/hello.txt; exit 3"])
     assert (result.status, result.stdout) == (3, b"made by init\n")
     assert len(smol.episodes()) == before
+
+
+EXAMPLES = {
+    "best_of_n.py": ["attempt 3: score", "the episode goes on from sn-"],
+    "gym_env.py": ["reward 1.0, terminated True", "'ls /': reward 0.0, terminated False"],
+    "pooled_reset.py": ["task 5 on vm-"],
+    "fork_to_verify.py": ["draft 0 ('echo 41'): fails", "draft 1 ('echo $((6 * 7))'): passes", "the episode still has: echo"],
+}
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_the_examples_run(home: "object", smol: smol_studio.Smol, example: str) -> None:
+    import subprocess
+    import sys
+
+    script = os.path.join(ROOT, "examples", "python", example)
+    env = {**os.environ, "SMOL_HOME": smol.home or ""}
+    run = subprocess.run([sys.executable, script, SHELL], env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for expected in EXAMPLES[example]:
+        assert expected in run.stdout, run.stdout
+    if example == "pooled_reset.py":
+        # Every task found a clean machine: the reset between tasks took the last one's file away.
+        assert run.stdout.count("found clean") == 6, run.stdout
+    assert not [e for e in smol.episodes() if e.name in ("best-of-n", "gym-env", "verified") or e.name.startswith("pool-")]
