@@ -11,7 +11,7 @@ import { startApiServer, type ApiServer } from '../engine/api-server.js';
 import { ApiClient, ApiClientError } from './api-client.js';
 import { ApiFailure, type ConsoleViewer, type EngineApi } from './engine-api.js';
 import { CodedError } from './error-codes.js';
-import { ROUTES } from './routes.js';
+import { FILE_ROUTE, ROUTES, WEBSOCKET_ROUTES } from './routes.js';
 import * as s from './schema.js';
 
 const EP = 'ep-aaaaaaaaaa';
@@ -126,7 +126,17 @@ function fakeEngine() {
       if (port !== 4242) throw new ApiFailure(404, `no TCP listener on port ${port}`);
     },
   };
-  return { api, listeners, viewers, typed, detached: () => detached, spawning: () => spawning };
+  // Every call the server makes into the engine, by name (what a refused request must never reach).
+  const calls: string[] = [];
+  const counted = new Proxy(api, {
+    get: (target, name: keyof EngineApi) => {
+      const value = target[name];
+      return typeof value === 'function'
+        ? (...args: unknown[]) => (calls.push(name), (value as (...a: unknown[]) => unknown).apply(target, args))
+        : value;
+    },
+  });
+  return { api: counted, calls, listeners, viewers, typed, detached: () => detached, spawning: () => spawning };
 }
 
 type Raw = { status: number; headers: http.IncomingHttpHeaders; text: string };
@@ -356,6 +366,43 @@ describe('API transport', () => {
     expect(foreign.status).toBe(403);
     expect(s.ApiError.parse(JSON.parse(foreign.text)).error.message).toMatch(/evil\.example/);
     expect((await raw({ port }, 'GET', '/api/v1/vms', headers(`http://127.0.0.1:${port}`))).status).toBe(200);
+  });
+
+  it('refuses every route, WebSocket and file path on TCP without the token, and from a foreign Origin', async () => {
+    const params = { episode: EP, vm: VM, snapshot: SN };
+    const paths = [
+      ...ROUTES.map((route) => ({ method: route.method, path: route.path })),
+      ...WEBSOCKET_ROUTES.map((ws) => ({ method: 'GET', path: ws.path })),
+      { method: 'GET', path: FILE_ROUTE.path },
+      { method: 'PUT', path: FILE_ROUTE.path },
+    ];
+    const calls = engine.calls.length;
+    for (const { method, path: pattern } of paths) {
+      const url = pattern.replace(/:(\w+)/g, (_, name: keyof typeof params) => params[name]);
+      const what = `${method} ${url}`;
+      expect((await raw({ port }, method, url)).status, what).toBe(401);
+      const foreign = { authorization: `Bearer ${token}`, origin: `http://127.0.0.1:${port + 1}` };
+      expect((await raw({ port }, method, url, { headers: foreign })).status, what).toBe(403);
+    }
+    expect(engine.calls.length, 'no refused request reached the engine').toBe(calls);
+  });
+
+  it('refuses what another page of the browser loads (Fetch Metadata), but lets a link open the page', async () => {
+    const cookie = { cookie: `smol_token_${port}=${token}` };
+    const load = (site: string, mode: string, dest: string, url = '/api/v1/episodes') =>
+      raw({ port }, 'GET', url, {
+        headers: { ...cookie, 'sec-fetch-site': site, 'sec-fetch-mode': mode, 'sec-fetch-dest': dest },
+      });
+    const image = await load('same-site', 'no-cors', 'image');
+    expect(image.status).toBe(403);
+    expect(s.ApiError.parse(JSON.parse(image.text)).error.message).toBe(
+      'a same-site image of /api/v1/episodes is refused',
+    );
+    expect((await load('cross-site', 'no-cors', 'script')).status).toBe(403);
+    expect((await load('same-site', 'navigate', 'document')).status).toBe(403); // a link straight into the API
+    expect((await load('same-origin', 'cors', 'empty')).status).toBe(200); // the page's own requests
+    expect((await load('none', 'navigate', 'document')).status).toBe(200); // typed into the address bar
+    expect((await load('cross-site', 'navigate', 'document', '/')).status).not.toBe(403); // a link to the page
   });
 
   it('refuses a WebSocket on TCP without the token or from a foreign Origin, before upgrading', async () => {

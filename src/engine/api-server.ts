@@ -124,7 +124,23 @@ function refusal(gate: Gate | null, req: http.IncomingMessage, url: URL): HttpEr
   const reached = req.headers.host ? `http://${req.headers.host}` : own;
   const origin = req.headers.origin;
   const foreign = `requests from ${origin} are refused (only from ${own}${reached === own ? '' : ` or ${reached}`})`;
-  return origin === undefined || origin === own || origin === reached ? null : new HttpError(403, foreign);
+  if (origin !== undefined && origin !== own && origin !== reached) return new HttpError(403, foreign);
+  return crossSiteLoad(req, url);
+}
+
+/**
+ * A load that another page of the browser started (Fetch Metadata): an image, a script, a frame, a no-cors fetch.
+ * Browsers send no Origin for those, and the token cookie travels with them, since another port of this host is the
+ * same site. Only navigating to the page itself (a link to its URL) may come from elsewhere; everything under the
+ * API must come from the page's own origin or from outside a browser (no Sec-Fetch-Site at all).
+ */
+function crossSiteLoad(req: http.IncomingMessage, url: URL): HttpError | null {
+  const site = req.headers['sec-fetch-site'];
+  if (site === undefined || site === 'same-origin' || site === 'none') return null;
+  const navigation = req.headers['sec-fetch-mode'] === 'navigate' && !isApiPath(url.pathname);
+  return navigation
+    ? null
+    : new HttpError(403, `a ${site} ${req.headers['sec-fetch-dest'] ?? 'load'} of ${url.pathname} is refused`);
 }
 
 // ---- HTTP ----
