@@ -77,6 +77,18 @@ export const Episode = z
   })
   .meta({ id: 'Episode' });
 
+/**
+ * Whether a Smolfile (its text, as an Episode carries it) boots a bare kernel: a top-level `kernel` and no `image`.
+ * Bare serial guests print a bare LF where a terminal needs CR LF (a Linux tty adds the CR, ONLCR), so their consoles
+ * take every LF as CR LF (xterm's convertEol, PuTTY's "implicit CR in every LF"): the engine's screen, the live
+ * console and the replay alike (docs/ui.md). Keys before the first `[table]` line are the top level.
+ */
+export function bootsBareKernel(smolfileText: string): boolean {
+  const topLevel = smolfileText.split(/^\s*\[/m)[0] ?? '';
+  const has = (key: string) => new RegExp(`^\\s*${key}\\s*=`, 'm').test(topLevel);
+  return has('kernel') && !has('image');
+}
+
 export const Snapshot = z
   .object({
     id: SnapshotId,

@@ -87,6 +87,22 @@ describe('what a viewer sees', () => {
     expect(await terminalText(viewer.shown())).toBe('after clear 1\ngreen\n$');
   });
 
+  it("a bare guest's bare LFs start each line at the left on the screen a viewer gets; the recording keeps them", async () => {
+    const bare = makeHub({ implicitCr: true });
+    const tty = makeHub({ castPath: path.join(dir, 'tty.cast') });
+    for (const hub of [bare, tty]) {
+      hub.push(Buffer.from('count: start\ncount=1\n'));
+      await hub.settled();
+    }
+    expect(bare.screen().text).toBe('count: start\ncount=1');
+    const viewer = new Viewer();
+    bare.attach(viewer);
+    expect(await terminalText(viewer.shown())).toBe('count: start\ncount=1');
+    expect(bare.recordingText()).toContain(JSON.stringify('count: start\ncount=1\n'));
+    // Without it (a Linux tty sends CR LF itself) a bare LF only moves down: the stairs the option prevents.
+    expect(tty.screen().text).toBe(`count: start\n${' '.repeat(12)}count=1`);
+  });
+
   it('viewers attaching mid-stream get every later byte exactly once, after a screen of the bytes before', async () => {
     const hub = makeHub();
     const chunks = numberedLines(0, 300);

@@ -29,6 +29,11 @@ export interface ConsoleHubOptions {
   recordingBytes?: number;
   /** How far the headless terminal may fall behind the output before it skips to the recent output (8 MiB). */
   screenBacklogBytes?: number;
+  /**
+   * Take every LF as CR LF on the screen (xterm's convertEol): for a bare serial guest, which prints bare LFs
+   * (`bootsBareKernel`, src/api/schema.ts). The recording and the viewers get the bytes as they came.
+   */
+  implicitCr?: boolean;
   /** The recording's clock, in milliseconds since the Unix epoch. */
   now?: () => number;
   log?: (line: string) => void;
@@ -98,8 +103,9 @@ class ScreenMirror {
     rows: number,
     private readonly maxBehind: number,
     private readonly ring: OutputRing,
+    convertEol: boolean,
   ) {
-    this.#terminal = new Terminal({ cols, rows, scrollback: SCROLLBACK_ROWS, allowProposedApi: true });
+    this.#terminal = new Terminal({ cols, rows, scrollback: SCROLLBACK_ROWS, allowProposedApi: true, convertEol });
     this.#terminal.loadAddon(this.#serializer);
   }
 
@@ -180,7 +186,8 @@ export class ConsoleHub {
     this.#lagBytes = lagBytes;
     this.#log = options.log ?? ((line) => process.stderr.write(`${line}\n`));
     this.#ring = new OutputRing(ringBytes);
-    this.#mirror = new ScreenMirror(cols, rows, options.screenBacklogBytes ?? 8 * 2 ** 20, this.#ring);
+    const backlog = options.screenBacklogBytes ?? 8 * 2 ** 20;
+    this.#mirror = new ScreenMirror(cols, rows, backlog, this.#ring, options.implicitCr ?? false);
     const maxBytes = options.recordingBytes ?? 256 * 2 ** 20;
     const recording = { path: castPath, width: cols, height: rows, title: vmId, maxBytes, now, log: this.#log };
     this.#recording = new AsciicastRecording(recording);

@@ -13,6 +13,7 @@ import type {
   VmExit,
   VmState,
 } from '../api/schema.js';
+import { bootsBareKernel } from '../api/schema.js';
 import type { Smolfile } from '../smolfile/smolfile.js';
 import type { CheckpointInfo } from '../vmm/vm.js';
 import { planBoot, type BootPlan } from './boot-plan.js';
@@ -314,6 +315,7 @@ export class EngineCore {
       hub = new ConsoleHub({
         vmId: vm.id,
         castPath: path.join(this.options.home, 'consoles', `${vm.id}.cast`),
+        implicitCr: bootsBareKernel(this.episodeOf(vm).smolfile.text),
         log: this.options.log,
       });
       this.hubs.set(vm.id, hub);
