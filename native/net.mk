@@ -1,10 +1,18 @@
-# The network's part of the build (docs/network.md), included at the end of the Makefile: the per-packet policy in
-# the C unit tests and its libFuzzer target.
+# The network's part of the build (docs/network.md), included at the end of the Makefile: the per-packet policy and
+# the libslirp backend in the C unit tests, and the policy's libFuzzer target.
+
+SLIRP_CFLAGS := $(shell pkg-config --cflags slirp 2>/dev/null)
+SLIRP_LIBS := $(shell pkg-config --libs slirp 2>/dev/null)
+ifeq ($(SLIRP_LIBS),)
+$(error libslirp not found by pkg-config: run bash scripts/setup-system.sh (libslirp-dev, libglib2.0-dev, pkg-config))
+endif
 
 NET_POLICY_SRCS := $(VMM)/net_policy.c $(VMM)/error.c
 
-TEST_SRCS += $(VMM)/net_policy.c
-$(OUT)/tests/run: $(VMM)/net_policy.c tests/net_frames.h
+TEST_CFLAGS += $(SLIRP_CFLAGS)
+# The test runner's recipe links TEST_SRCS in order, so the libraries go last, after the sources that use them.
+TEST_SRCS += $(VMM)/net_policy.c $(VMM)/net_slirp.c $(SLIRP_LIBS)
+$(OUT)/tests/run: $(VMM)/net_policy.c $(VMM)/net_slirp.c tests/net_frames.h
 
 fuzz: $(OUT)/fuzz/fuzz_net_policy $(OUT)/fuzz/net_policy_seeds
 
