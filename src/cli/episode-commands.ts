@@ -1,30 +1,30 @@
 // `smol up|ls|checkpoint|fork|restore|snapshots|stop|start|pause|resume|reset|rm`: episodes and their VMs through
 // the engine (docs/engine.md). Each prints for people by default and JSON with --json.
-import path from 'node:path';
 import type { Snapshot, Vm } from '../api/schema.js';
 import { age, bytes, EXIT, helpOr, JSON_FLAG, parseCommand, printJson, printTable, withEngine } from './engine-cli.js';
 import { CommandError } from './errors.js';
-import { buildImageFirst } from './image.js';
+import { buildImageFirst, chooseSmolfile } from './image.js';
 
 type Run = (argv: string[]) => Promise<number>;
 
 export const runUp: Run = async (argv) => {
-  const HELP = `Usage: smol up [-f Smolfile] [--name NAME] [--json]
+  const HELP = `Usage: smol up [-f Smolfile | --image REF] [--name NAME] [--json]
 
-Starts a new episode from a Smolfile (default ./Smolfile) and prints its id and name. The first VM boots from the
-Smolfile's base snapshot (baked on the first up: boot, then init) and is running when this returns.
+Starts a new episode from a Smolfile (default ./Smolfile; with none there, the builtin image), or from an image
+alone (--image python:3.12-slim: builtin, debian:<suite> or an OCI reference, docs/images.md), and prints its id
+and name. The first VM boots from the Smolfile's base snapshot (baked on the first up: boot, then init) and is
+running when this returns.
 `;
   const { flags, help } = parseCommand(
     'up',
     argv,
-    { ...JSON_FLAG, file: { type: 'string', short: 'f', default: 'Smolfile' }, name: { type: 'string' } },
+    { ...JSON_FLAG, file: { type: 'string', short: 'f' }, image: { type: 'string' }, name: { type: 'string' } },
     { min: 0, max: 0, names: '' },
   );
   if (helpOr(help, HELP)) return 0;
-  await buildImageFirst(path.resolve(flags.file));
-  const result = await withEngine((smol) =>
-    smol.up(path.resolve(flags.file), flags.name === undefined ? {} : { name: flags.name }),
-  );
+  const file = chooseSmolfile('up', flags);
+  await buildImageFirst(file);
+  const result = await withEngine((smol) => smol.up(file, flags.name === undefined ? {} : { name: flags.name }));
   if (flags.json) printJson({ id: result.episode.id, name: result.episode.name, vm: pick(result.vm) });
   else
     process.stdout.write(

@@ -1,12 +1,12 @@
-// `smol exec VM -- CMD` and `smol run [-f Smolfile] -- CMD`: commands in a guest through its agent
+// `smol exec VM -- CMD` and `smol run [-f Smolfile | --image REF] [-- CMD]`: commands in a guest through its agent
 // (docs/agent.md), with stdout and stderr relayed as they come and the command's exit status as smol's own.
 import os from 'node:os';
-import path from 'node:path';
 import type { ExecExit } from '../api/api-client.js';
 import type { Smol } from '../../sdk/typescript/smol.js';
 import { EXIT, helpOr, parseCommand, withEngine } from './engine-cli.js';
 import { CommandError, UsageError } from './errors.js';
-import { buildImageFirst } from './image.js';
+import { runArgv } from '../guest-build/oci-run.js';
+import { buildImageFirst, chooseSmolfile, workloadFor } from './image.js';
 
 type Run = (argv: string[]) => Promise<number>;
 
@@ -42,7 +42,11 @@ interface ExecFlags {
   timeout?: string;
 }
 
-function execRequest(command: string, argv: string[], flags: ExecFlags) {
+function execRequest(
+  command: string,
+  argv: string[],
+  flags: ExecFlags,
+): { argv: string[]; env?: Record<string, string>; cwd?: string; timeoutMs?: number } {
   const env: Record<string, string> = {};
   for (const pair of flags.env ?? []) {
     const eq = pair.indexOf('=');
@@ -119,27 +123,42 @@ ${EXEC_OPTIONS}
 };
 
 export const runRun: Run = async (argv) => {
-  const HELP = `Usage: smol run [-f Smolfile] [options] -- COMMAND [ARG...]
+  const HELP = `Usage: smol run [-f Smolfile | --image REF] [options] [-- COMMAND [ARG...]]
 
-Starts a fresh episode from a Smolfile (default ./Smolfile), waits for its agent, runs the command in it with its
-output relayed, then deletes the episode and exits with the command's status. A clean machine every time.
+Starts a fresh episode from a Smolfile (default ./Smolfile; with none there, the builtin image) or from an image
+alone (--image python:3.12-slim, as docker run), waits for its agent, runs the command in it with its output
+relayed, then deletes the episode and exits with the command's status. A clean machine every time. The command
+goes after the image's or Smolfile's entrypoint; without one, their cmd runs. Their env and workdir apply
+(-e and -w add to and override them).
 
   -f, --file FILE     the Smolfile
+  --image REF         an image instead of a Smolfile: builtin, debian:<suite>, an OCI reference (docs/images.md)
   --keep              keep the episode afterwards (its id is printed on stderr)
 ${EXEC_OPTIONS}
 `;
-  const { own, cmd } = splitCommand('run', argv);
+  const { own, cmd } = argv.includes('--') ? splitCommand('run', argv) : { own: argv, cmd: [] };
   const { flags, help } = parseCommand(
     'run',
     own,
-    { ...EXEC_FLAGS, file: { type: 'string', short: 'f', default: 'Smolfile' }, keep: { type: 'boolean' } },
+    { ...EXEC_FLAGS, file: { type: 'string', short: 'f' }, image: { type: 'string' }, keep: { type: 'boolean' } },
     { min: 0, max: 0, names: '' },
   );
   if (helpOr(help, HELP)) return 0;
-  const request = execRequest('run', cmd, flags);
-  await buildImageFirst(path.resolve(flags.file));
+  const file = chooseSmolfile('run', flags);
+  await buildImageFirst(file);
+  const workload = await workloadFor(file);
+  const command = workload ? runArgv(workload, cmd) : cmd;
+  if (command.length === 0) {
+    throw new UsageError('run', 'expected -- and the command to run: neither the image nor the Smolfile has one');
+  }
+  const request = execRequest('run', command, flags);
+  if (workload) {
+    const env = { ...workload.env, ...request.env };
+    if (Object.keys(env).length > 0) request.env = env;
+    if (request.cwd === undefined && workload.workdir) request.cwd = workload.workdir;
+  }
   return await withEngine(async (smol) => {
-    const { episode, vm } = await smol.up(path.resolve(flags.file));
+    const { episode, vm } = await smol.up(file);
     try {
       return await relay(smol, vm.id, request, flags.interactive);
     } finally {

@@ -20,8 +20,25 @@ describe('smol image arguments', () => {
   });
 
   it('no action or an unknown one is a usage error naming the actions', () => {
-    expect(() => parseImageArgs([])).toThrow(new UsageError('image', 'name an action: build or ls'));
-    expect(() => parseImageArgs(['rm'])).toThrow(new UsageError('image', 'unknown action rm (actions: build, ls)'));
+    expect(() => parseImageArgs([])).toThrow(new UsageError('image', 'name an action: build, pull, ls, rm, prune'));
+    expect(() => parseImageArgs(['push'])).toThrow(
+      new UsageError('image', 'unknown action push (actions: build, pull, ls, rm, prune)'),
+    );
+    expect(() => parseImageArgs(['pull'])).toThrow(
+      new UsageError('image', 'pull takes one image reference (smol image pull python:3.12-slim)'),
+    );
+    expect(parseImageArgs(['pull', 'python:3.12-slim', '--force'])).toEqual({
+      action: 'pull',
+      reference: 'python:3.12-slim',
+      force: true,
+      json: false,
+    });
+    expect(parseImageArgs(['rm', 'oci-0123456789abcdef', '--json'])).toEqual({
+      action: 'rm',
+      reference: 'oci-0123456789abcdef',
+      json: true,
+    });
+    expect(parseImageArgs(['prune'])).toEqual({ action: 'prune', json: false });
     expect(() => parseImageArgs(['build', '-f', ''])).toThrow(new UsageError('image', '--file needs a file'));
   });
 
@@ -94,7 +111,7 @@ describe('smol image ls output', () => {
 
   it('says how to build one when there is none', () => {
     expect(formatImageList('/c/guest/images', [])).toBe(
-      'no images built in /c/guest/images; build one with smol image build -f <Smolfile>\n',
+      'no images in /c/guest/images; build one with smol image build -f <Smolfile>, or smol image pull REF\n',
     );
   });
 });

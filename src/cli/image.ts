@@ -1,5 +1,8 @@
-// `smol image build` and `smol image ls`: the root disk images Smolfiles ask for with `image = "debian:<suite>"`
-// (docs/images.md).
+// `smol image build|pull|ls|rm|prune`: the root disk images Smolfiles ask for with `image = "debian:<suite>"` or an
+// OCI image reference (docs/images.md).
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { formatElapsed } from '../guest-build/build-progress.js';
 import {
   debianRecipeOf,
@@ -11,13 +14,29 @@ import {
   type DebianImageResult,
 } from '../guest-build/debian-image.js';
 import { listImages, type ImageEntry } from '../guest-build/image-list.js';
+import {
+  ensureOciImage,
+  listOciImages,
+  locateOciImage,
+  pruneImages,
+  removeOciImage,
+  type OciImageResult,
+  type RemovedImage,
+} from '../guest-build/oci-image.js';
+import { parseReference, shortName } from '../guest-build/oci-reference.js';
+import { workloadOf, type Workload } from '../guest-build/oci-run.js';
+import { smolHomeDir } from '../smol-dirs.js';
+import { LayerDisplay } from './pull-progress.js';
 import { formatProblem, loadSmolfile, type Smolfile } from '../smolfile/smolfile.js';
 import { parseFlags } from './args.js';
 import { CommandError, UsageError } from './errors.js';
 import { runInterruptibleBuild } from './interruptible-build.js';
 
 export const IMAGE_HELP = `Usage: smol image build [-f FILE] [--force] [--json]
+       smol image pull REF [--force] [--json]
        smol image ls [--json]
+       smol image rm REF|NAME [--json]
+       smol image prune [--json]
 
 build   Builds the root disk image a Smolfile's image = "debian:<suite>" asks for, unless the
         cache has it: Debian's minbase from deb.debian.org (mmdebstrap), busybox-static and
@@ -25,44 +44,70 @@ build   Builds the root disk image a Smolfile's image = "debian:<suite>" asks fo
         machine's network, env set), on a sparse 4 GiB ext4 image. Needs root; installs
         mmdebstrap and e2fsprogs when missing. About a minute for bookworm's minbase.
         image = "builtin" is built by smol guest build.
-ls      Lists the built images: size as the guest sees it and what each takes on disk.
+pull    Pulls an OCI image and makes it a root disk: python:3.12-slim (Docker Hub),
+        host:port/org/app:tag, name@sha256:..., oci:DIR[:TAG], oci-archive:FILE[:TAG],
+        docker-archive:FILE. A registry is asked for the tag's image every time; layers
+        the cache has are not downloaded again, an image it has is not converted again
+        (--force: convert again). Logins come from ~/.docker/config.json. Needs root.
+ls      Lists the images: Debian and OCI, size as the guest sees it and what each takes on disk.
+rm      Forgets a pulled reference (or an image by name, oci-<hash>); an image no reference
+        names is removed from the cache. Snapshots on it keep their copy (prune frees it
+        once none is left).
+prune   Removes every image no snapshot or VM of the engine (SMOL_HOME) sits on, and the
+        layers no image left needs. The builtin root disk is smol guest build's and stays.
 
 Options:
   -f, --file FILE  the Smolfile (default: ./Smolfile)
-  --force          build again even when the cache has an image of the same recipe
+  --force          build or convert again even when the cache has the image
   --json           print the result as JSON
   -h, --help       show this help
 
 Cache: \${SMOL_CACHE:-\${XDG_CACHE_HOME:-~/.cache}/smol-studio}/guest/images
-Exit status: 0 done, 1 the build failed or the Smolfile has errors, 2 usage error, 130 interrupted.
+Exit status: 0 done, 1 the build or pull failed or the Smolfile has errors, 2 usage error, 130 interrupted.
 `;
 
 export type ImageArgs =
-  { action: 'build'; file: string; force: boolean; json: boolean } | { action: 'ls'; json: boolean };
+  | { action: 'build'; file: string; force: boolean; json: boolean }
+  | { action: 'pull'; reference: string; force: boolean; json: boolean }
+  | { action: 'rm'; reference: string; json: boolean }
+  | { action: 'ls' | 'prune'; json: boolean };
+
+const ACTIONS = 'build, pull, ls, rm, prune';
 
 export function parseImageArgs(argv: string[]): ImageArgs | 'help' {
   const [action, ...rest] = argv;
-  if (action === undefined) throw new UsageError('image', 'name an action: build or ls');
+  if (action === undefined) throw new UsageError('image', `name an action: ${ACTIONS}`);
   if (action === '--help' || action === '-h') return 'help';
+  const common = { json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h' } } as const;
   if (action === 'build') {
     const flags = parseFlags('image', rest, {
+      ...common,
       file: { type: 'string', short: 'f', default: 'Smolfile' },
       force: { type: 'boolean', default: false },
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h' },
     });
     if (flags.help) return 'help';
     if (flags.file === '') throw new UsageError('image', '--file needs a file');
     return { action, file: flags.file, force: flags.force, json: flags.json };
   }
-  if (action === 'ls') {
-    const flags = parseFlags('image', rest, {
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h' },
-    });
+  if (action === 'pull' || action === 'rm') {
+    const references = rest.filter((arg) => !arg.startsWith('-'));
+    const flags = parseFlags(
+      'image',
+      rest.filter((arg) => arg.startsWith('-')),
+      action === 'pull' ? { ...common, force: { type: 'boolean', default: false } } : common,
+    );
+    if (flags.help) return 'help';
+    if (references.length !== 1)
+      throw new UsageError('image', `${action} takes one image reference (smol image ${action} python:3.12-slim)`);
+    const reference = references[0]!;
+    if (action === 'rm') return { action, reference, json: flags.json };
+    return { action, reference, force: (flags as { force?: boolean }).force ?? false, json: flags.json };
+  }
+  if (action === 'ls' || action === 'prune') {
+    const flags = parseFlags('image', rest, common);
     return flags.help ? 'help' : { action, json: flags.json };
   }
-  throw new UsageError('image', `unknown action ${action} (actions: build, ls)`);
+  throw new UsageError('image', `unknown action ${action} (actions: ${ACTIONS})`);
 }
 
 const mib = (bytes: number) => `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
@@ -88,8 +133,18 @@ export function formatImageBuild(suite: string, result: DebianImageResult): stri
   return lines.join('\n') + '\n';
 }
 
-export function formatImageList(dir: string, images: ImageEntry[]): string {
-  if (images.length === 0) return `no images built in ${dir}; build one with smol image build -f <Smolfile>\n`;
+/** A row of `smol image ls`: a Debian image or an OCI image. */
+export type ListedImage = Pick<ImageEntry, 'image' | 'hash' | 'size' | 'allocated' | 'built' | 'file'>;
+
+export function listAllImages(dir: string): ListedImage[] {
+  const oci = listOciImages(dir).map((image) => ({ ...image, hash: image.digest.slice(7, 19) }));
+  return [...listImages(dir), ...oci];
+}
+
+export function formatImageList(dir: string, images: ListedImage[]): string {
+  if (images.length === 0) {
+    return `no images in ${dir}; build one with smol image build -f <Smolfile>, or smol image pull REF\n`;
+  }
   const rows = images.map((image) => [
     image.image,
     image.hash,
@@ -149,20 +204,140 @@ export async function runImage(argv: string[]): Promise<number> {
     process.stdout.write(IMAGE_HELP);
     return 0;
   }
-  if (args.action === 'build') return runBuild(args);
-  const dir = imagesDir();
-  const images = listImages(dir);
-  process.stdout.write(args.json ? JSON.stringify(images, null, 2) + '\n' : formatImageList(dir, images));
-  return 0;
+  const print = (json: unknown, text: string) =>
+    process.stdout.write(args.json ? JSON.stringify(json, null, 2) + '\n' : text);
+  switch (args.action) {
+    case 'build':
+      return runBuild(args);
+    case 'pull': {
+      const result = await pullImage(args.reference, { refresh: true, force: args.force });
+      const how = result.cached ? 'cached' : `converted in ${result.seconds ?? 0} s`;
+      print(
+        result,
+        `${shortName(parseReference(result.reference))}  ${result.digest}\n  ${result.file} (${describeSizes(result)}, ${how})\n`,
+      );
+      return 0;
+    }
+    case 'ls': {
+      const dir = imagesDir();
+      const images = listAllImages(dir);
+      print(images, formatImageList(dir, images));
+      return 0;
+    }
+    case 'rm': {
+      const result = await removeOciImage(args.reference, { home: smolHomeDir() }).catch((err: Error) => {
+        throw new CommandError(`image rm: ${err.message}`);
+      });
+      const kept = result.inUse
+        ? ` (snapshots still sit on it: the engine's copy in ${path.join(smolHomeDir(), 'images')} stays until smol image prune finds it unused)`
+        : '';
+      print(result, `removed ${args.reference}: ${formatRemoved(result.removed)}${kept}\n`);
+      return 0;
+    }
+    case 'prune': {
+      const removed = await pruneImages({ home: smolHomeDir() });
+      print(
+        { removed },
+        removed.length === 0
+          ? 'nothing to prune: every image is in use\n'
+          : `pruned ${formatRemoved(removed)}\n${removed.map((r) => `  ${r.file}`).join('\n')}\n`,
+      );
+      return 0;
+    }
+  }
+}
+
+function formatRemoved(removed: RemovedImage[]): string {
+  if (removed.length === 0) return 'nothing freed';
+  const bytes = removed.reduce((sum, r) => sum + r.bytes, 0);
+  return `${removed.length} file${removed.length === 1 ? '' : 's'}, ${mib(bytes)} freed`;
+}
+
+/** ensureOciImage with the step progress and one line per layer on stderr, and Ctrl-C honoured. */
+export function pullImage(
+  reference: string,
+  options: { refresh?: boolean; force?: boolean } = {},
+): Promise<OciImageResult> {
+  return runInterruptibleBuild(`pull of ${reference}`, (onProgress, signal, display) => {
+    const layers = new LayerDisplay(process.stderr);
+    let drawing = false;
+    return ensureOciImage({
+      reference,
+      ...options,
+      signal,
+      onProgress: (progress) => {
+        if (progress.step === 'layers') return; // the layers' own lines say it
+        if (drawing) {
+          layers.finish();
+          drawing = false;
+        }
+        onProgress(progress);
+      },
+      onLayer: (layer) => {
+        if (!drawing) display.finish();
+        drawing = true;
+        layers.report(layer);
+      },
+    }).finally(() => layers.finish());
+  });
 }
 
 /**
- * Before `smol up` or `smol run`: builds the Smolfile's Debian image here, with the progress on stderr and Ctrl-C
- * honoured, when it is not built yet (the engine would build it too, but silently). Nothing for other Smolfiles,
- * nor for one with errors (the engine says what they are).
+ * Before `smol up` or `smol run`: builds the Smolfile's Debian image here, or pulls its OCI image when it was never
+ * pulled, with the progress on stderr and Ctrl-C honoured (the engine would do it too, but silently). Nothing for
+ * other Smolfiles, nor for one with errors (the engine says what they are).
  */
 export async function buildImageFirst(file: string): Promise<void> {
   const { smolfile } = await loadSmolfile(file).catch(() => ({ smolfile: null }));
+  if (smolfile?.image?.kind === 'oci') {
+    if (!locateOciImage(smolfile.image.reference)) await pullImage(smolfile.image.reference);
+    return;
+  }
   const recipe = smolfile && debianRecipeOf(smolfile);
   if (recipe && !locateDebianImage(recipe).built) await buildDebian(recipe);
+}
+
+/**
+ * The Smolfile `smol up` and `smol run` start from: `-f FILE`; with `--image REF` instead, a Smolfile of that image
+ * alone, written to SMOL_HOME/smolfiles/ (the engine reads an episode's Smolfile by its path, on reset too); with
+ * neither, ./Smolfile when there is one, else such a Smolfile of the builtin image.
+ */
+export function chooseSmolfile(
+  command: string,
+  flags: { file?: string; image?: string },
+  home = smolHomeDir(),
+): string {
+  if (flags.image !== undefined && flags.file !== undefined) {
+    throw new UsageError(command, '--image and -f are either-or: --image REF starts the image without a Smolfile');
+  }
+  if (flags.file !== undefined) {
+    if (flags.file === '') throw new UsageError(command, '--file needs a file');
+    return path.resolve(flags.file);
+  }
+  if (flags.image === undefined && existsSync(path.resolve('Smolfile'))) return path.resolve('Smolfile');
+  let image = 'builtin';
+  if (flags.image !== undefined) {
+    try {
+      image = /^(builtin|debian:.*)$/.test(flags.image) ? flags.image : parseReference(flags.image).canonical;
+    } catch (err) {
+      throw new UsageError(command, `--image: ${(err as Error).message}`);
+    }
+  }
+  const text = `# Written by smol ${command}${flags.image === undefined ? ' (no Smolfile here)' : ` --image ${flags.image}`}.\nimage = ${JSON.stringify(image)}\n`;
+  const name = `image-${createHash('sha256').update(text).digest('hex').slice(0, 16)}.smolfile`;
+  const file = path.join(home, 'smolfiles', name);
+  if (!existsSync(file)) {
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, text);
+  }
+  return file;
+}
+
+/** What `smol run` runs in a Smolfile's episode: its workload over its OCI image's config (none for other images). */
+export async function workloadFor(file: string): Promise<Workload | null> {
+  const { smolfile } = await loadSmolfile(file).catch(() => ({ smolfile: null }));
+  if (!smolfile) return null;
+  const config =
+    smolfile.image?.kind === 'oci' ? (locateOciImage(smolfile.image.reference)?.record.config ?? null) : null;
+  return workloadOf(smolfile, config);
 }

@@ -7,10 +7,13 @@ import { CommandError } from './errors.js';
 
 const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
-/** Runs `build`; a failure becomes a CommandError `<what> failed: <why>`, an interruption one with 128 + N. */
+/**
+ * Runs `build`; a failure becomes a CommandError `<what> failed: <why>`, an interruption one with 128 + N. `display` is
+ * handed over for a builder that draws lines of its own (`smol image pull`'s layers): it ends the step's line first.
+ */
 export async function runInterruptibleBuild<T>(
   what: string,
-  build: (onProgress: ProgressCallback, signal: AbortSignal) => Promise<T>,
+  build: (onProgress: ProgressCallback, signal: AbortSignal, display: ProgressDisplay) => Promise<T>,
 ): Promise<T> {
   const display = new ProgressDisplay(process.stderr);
   const abort = new AbortController();
@@ -21,7 +24,7 @@ export async function runInterruptibleBuild<T>(
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   try {
-    const result = await build(display.report, abort.signal);
+    const result = await build(display.report, abort.signal, display);
     display.finish();
     return result;
   } catch (err) {

@@ -43,7 +43,7 @@ export function describeSmolfile(smolfile: Smolfile): string {
   const parts = [
     image === null
       ? `bare kernel ${kernel ?? ''}`
-      : `image ${image.kind === 'debian' ? `debian:${image.suite}` : image.kind}`,
+      : `image ${image.kind === 'debian' ? `debian:${image.suite}` : image.kind === 'oci' ? image.reference : image.kind}`,
   ];
   if (image !== null && kernel !== null) parts.push(`kernel ${kernel}`);
   if (initrd !== null) parts.push(`initrd ${initrd}`);

@@ -17,6 +17,9 @@ import {
   GUEST_ROOT_CMDLINE,
   namesHvcConsole,
 } from '../guest-build/guest-assets.js';
+import { ensureOciImage, locateOciImage, OCI_INIT } from '../guest-build/oci-image.js';
+import { workloadOf } from '../guest-build/oci-run.js';
+import type { ImageRunConfig } from '../guest-build/oci-source.js';
 import type { Smolfile } from '../smolfile/smolfile.js';
 import type { VmOptions } from '../vmm/vm.js';
 import { ApiFailure } from '../api/engine-api.js';
@@ -50,7 +53,8 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
   const kernel = smolfile.kernel ?? assets.kernel;
   const recipe = debianRecipeOf(smolfile);
   const debian = recipe ? debianImage(smolfile, recipe, env) : null;
-  const rootDisk = debian ? debian.file : assets.rootfs;
+  const oci = smolfile.image.kind === 'oci' ? ociImage(smolfile, smolfile.image.reference, env) : null;
+  const rootDisk = debian ? debian.file : oci ? oci.file : assets.rootfs;
   if (!kernel || !rootDisk) {
     throw new ApiFailure(
       409,
@@ -59,12 +63,15 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
     );
   }
   // The root disk's image is the base of every VM's disk chain; the engine gives each instance its layer over it.
-  const root = `${GUEST_HVC_CMDLINE} ${GUEST_ROOT_CMDLINE}`;
+  // An OCI image boots our init from /.smol, not whatever the image has at /init (docs/images.md, "Where init runs").
+  const rootArgs = oci ? GUEST_ROOT_CMDLINE.replace('init=/init', `init=${OCI_INIT}`) : GUEST_ROOT_CMDLINE;
+  const root = `${GUEST_HVC_CMDLINE} ${rootArgs}`;
   const cmdline = smolfile.cmdline ? `${root} ${smolfile.cmdline}` : root;
   const options: VmOptions = { kernel, cmdline, disk: { base: rootDisk }, rng: true, virtioConsole: true, ...common };
   // A Debian image ran the Smolfile's init when it was built (with the host's network); the base only takes the
   // console's env and workdir.
-  const init = bakeCommands(smolfile, { withInit: !debian });
+  // An OCI image's Env and WorkingDir are the console's unless the Smolfile sets them.
+  const init = bakeCommands(oci ? withImageDefaults(smolfile, oci.config) : smolfile, { withInit: !debian });
   const baseKey = createHash('sha256')
     .update(
       JSON.stringify({
@@ -96,6 +103,23 @@ function bakeCommands(smolfile: Smolfile, { withInit = true } = {}): string[] {
   return commands;
 }
 
+function withImageDefaults(smolfile: Smolfile, config: ImageRunConfig): Smolfile {
+  const { env, workdir } = workloadOf(smolfile, config);
+  return { ...smolfile, env, workdir };
+}
+
+/** Where an OCI image's root disk is; 409 with the command that pulls it when it was never pulled. */
+function ociImage(smolfile: Smolfile, reference: string, env: NodeJS.ProcessEnv) {
+  const located = locateOciImage(reference, imagesDir(env));
+  if (!located) {
+    throw new ApiFailure(
+      409,
+      `${smolfile.path}: its image ${reference} is not pulled: run \`npx --no-install smol image pull ${reference}\``,
+    );
+  }
+  return { file: located.file, config: located.record.config };
+}
+
 /** Where a Debian Smolfile's image is; 409 with the command that builds it when it is not built. */
 function debianImage(smolfile: Smolfile, recipe: DebianImageRecipe, env: NodeJS.ProcessEnv): { file: string } {
   let located;
@@ -116,13 +140,22 @@ function debianImage(smolfile: Smolfile, recipe: DebianImageRecipe, env: NodeJS.
 
 /**
  * Builds the image a Smolfile needs when that takes more than reading a cache: a Debian image (mmdebstrap, then
- * the Smolfile's init with the host's network; a minute or more). Nothing for the builtin image or a bare kernel.
+ * the Smolfile's init with the host's network; a minute or more), or an OCI image never pulled (pulled and
+ * converted). Nothing for the builtin image or a bare kernel.
  */
 export async function prepareImage(
   smolfile: Smolfile,
   onProgress: ProgressCallback,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<void> {
+  if (smolfile.image?.kind === 'oci') {
+    try {
+      await ensureOciImage({ reference: smolfile.image.reference, dir: imagesDir(env), onProgress });
+    } catch (error) {
+      throw new ApiFailure(400, `${smolfile.path}: pulling its image failed: ${(error as Error).message}`);
+    }
+    return;
+  }
   const recipe = debianRecipeOf(smolfile);
   if (!recipe) return;
   try {

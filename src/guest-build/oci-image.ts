@@ -25,6 +25,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { AGENT_BINARY } from '../agent-client/host-agent.js';
+import { DISKS_DIR, IMAGES_DIR, LAYER_NAME, readLayerHeader } from '../engine/disk-layers.js';
 import { packageRoot } from '../package-root.js';
 import type { ProgressCallback } from './build-progress.js';
 import { createBuildDir, removeAbandonedBuildDirs } from './build-dir.js';
@@ -535,4 +536,120 @@ export function listOciImages(dir = imagesDir()): OciImageEntry[] {
     });
   }
   return entries;
+}
+
+/**
+ * The base images the engine's disk layers sit on: the names in SMOL_HOME/images that a layer in SMOL_HOME/disks
+ * (a snapshot's or a live VM's) has as the image below it. Those must stay for as long as the layers do.
+ */
+export async function basesInUse(home: string): Promise<Set<string>> {
+  const used = new Set<string>();
+  const disks = path.join(home, DISKS_DIR);
+  const images = path.join(home, IMAGES_DIR);
+  let names: string[] = [];
+  try {
+    names = readdirSync(disks);
+  } catch {
+    return used;
+  }
+  for (const name of names.filter((n) => LAYER_NAME.test(n))) {
+    const header = await readLayerHeader(path.join(disks, name));
+    if (header && path.dirname(header.below) === images) used.add(path.basename(header.below));
+  }
+  return used;
+}
+
+export interface RemovedImage {
+  name: string;
+  /** Where it was: the guest cache, or SMOL_HOME/images (the engine's copy). */
+  file: string;
+  bytes: number;
+}
+
+function removeFile(file: string, removed: RemovedImage[], name: string): void {
+  let bytes = 0;
+  try {
+    bytes = statSync(file).blocks * 512;
+  } catch {
+    return;
+  }
+  rmSync(file, { force: true });
+  removed.push({ name, file, bytes });
+}
+
+/** Removes the blobs no OCI image record in `dir` names; returns them. */
+function pruneBlobs(dir: string, removed: RemovedImage[]): void {
+  const keep = new Set<string>();
+  for (const image of listOciImages(dir)) {
+    const record = readOciRecord(dir, image.name);
+    record?.layers.forEach((l) => keep.add(l.digest.slice(7)));
+    if (record) keep.add(record.configDigest.slice(7));
+  }
+  const blobs = path.join(dir, 'blobs', 'sha256');
+  let names: string[] = [];
+  try {
+    names = readdirSync(blobs);
+  } catch {
+    return;
+  }
+  for (const name of names) if (!keep.has(name)) removeFile(path.join(blobs, name), removed, `blob sha256:${name}`);
+}
+
+/**
+ * `smol image rm REF`: forgets a pulled reference; an image no reference names any more is removed from the cache
+ * with the blobs only it had. The engine's copy of it in SMOL_HOME/images stays while snapshots need it (`inUse`).
+ */
+export async function removeOciImage(
+  reference: string,
+  options: { dir?: string; home: string },
+): Promise<{ removed: RemovedImage[]; name: string; inUse: boolean }> {
+  const dir = options.dir ?? imagesDir();
+  const refs = readRefs(dir);
+  const byName = /^oci-[0-9a-f]{16}$/.test(reference) ? reference : null;
+  const canonical = byName ? null : parseReference(reference).canonical;
+  const name = byName ?? (canonical ? refs.refs[canonical]?.name : undefined);
+  if (!name || !existsSync(path.join(dir, `${name}.ext4`))) {
+    const known = listOciImages(dir).map((image) => image.image);
+    throw new Error(`no image ${reference} in ${dir} (the images: ${known.join('; ') || 'none'}; smol image ls)`);
+  }
+  for (const [ref, entry] of Object.entries(refs.refs)) {
+    if (ref === canonical || (byName && entry.name === name)) delete refs.refs[ref];
+  }
+  writeRefs(dir, refs);
+  const removed: RemovedImage[] = [];
+  if (!Object.values(refs.refs).some((entry) => entry.name === name)) {
+    removeFile(path.join(dir, `${name}.ext4`), removed, name);
+    rmSync(path.join(dir, `${name}.json`), { force: true });
+    rmSync(path.join(dir, 'logs', `${name}.log`), { force: true });
+    pruneBlobs(dir, removed);
+  }
+  const inUse = (await basesInUse(options.home)).has(`${name}.ext4`);
+  return { removed, name, inUse };
+}
+
+/**
+ * `smol image prune`: removes every image no disk layer of the engine sits on (no snapshot, no VM): from the guest
+ * cache (OCI and Debian images, with their records; the builtin root disk is `smol guest build`'s), from
+ * SMOL_HOME/images (the engine's copies), and the blobs no image left needs.
+ */
+export async function pruneImages(options: { dir?: string; home: string }): Promise<RemovedImage[]> {
+  const dir = options.dir ?? imagesDir();
+  const used = await basesInUse(options.home);
+  const removed: RemovedImage[] = [];
+  const engineImages = path.join(options.home, IMAGES_DIR);
+  for (const name of existsSync(engineImages) ? readdirSync(engineImages) : []) {
+    if (!name.endsWith('.ext4') || used.has(name)) continue;
+    removeFile(path.join(engineImages, name), removed, name.replace(/\.ext4$/, ''));
+  }
+  const refs = readRefs(dir);
+  for (const name of existsSync(dir) ? readdirSync(dir) : []) {
+    const match = /^((?:oci|debian-[a-z][a-z0-9-]*)-[0-9a-f]{16})\.ext4$/.exec(name);
+    if (!match || used.has(name)) continue;
+    removeFile(path.join(dir, name), removed, match[1]!);
+    rmSync(path.join(dir, `${match[1]}.json`), { force: true });
+    for (const [ref, entry] of Object.entries(refs.refs)) if (entry.name === match[1]) delete refs.refs[ref];
+  }
+  if (existsSync(dir)) writeRefs(dir, refs);
+  pruneBlobs(dir, removed);
+  return removed;
 }

@@ -125,8 +125,8 @@ describe("smolvm's keys that Smol Studio does not support yet", () => {
       '[auth]',
       'ssh_agent = true',
     ].join('\n');
+    // The OCI image is one Smol Studio takes.
     expect(problemsIn(text).map((line) => line.slice(0, line.indexOf(' error')))).toEqual([
-      '1:1',
       '2:1',
       '5:1',
       '6:1',
@@ -152,8 +152,9 @@ describe('wrong types', () => {
     expect(problemsIn(text)).toEqual([
       '1:1 error: `cpus`: expected an integer from 1 to 64, found a string "2"',
       '2:1 error: `memory`: expected a whole number of MiB from 2 to 262144, found a float 512.0',
-      '3:1 error: `image`: expected "builtin" or "debian:<suite>" such as "debian:bookworm" (the images supported ' +
-        'so far), found an integer 5',
+      '3:1 error: `image`: expected "builtin", "debian:<suite>" such as "debian:bookworm", or an OCI image: a ' +
+        'registry reference such as "python:3.12-slim" or "host:port/org/app:tag", or oci:DIR[:TAG], ' +
+        'oci-archive:FILE[:TAG], docker-archive:FILE, found an integer 5',
       '4:1 error: `cmd`: expected an array of strings, such as ["a", "b"], found a string "echo hi"',
       '5:1 error: `workdir`: expected an absolute path in the guest, found an array',
       '6:1 error: `kernel`: expected a file path, found a boolean false',
@@ -265,16 +266,20 @@ describe('paths', () => {
 });
 
 describe('values that have the right type but not the right form', () => {
-  it('images other than builtin and debian:<suite>', () => {
-    expect(problemsIn('image = "python:3.12-alpine"\n')).toEqual([
-      '1:1 error: `image`: expected "builtin" or "debian:<suite>" such as "debian:bookworm" (the images supported ' +
-        'so far), found a string "python:3.12-alpine"; OCI images and other references are not supported yet',
+  it('images that are neither builtin, debian:<suite> nor an OCI reference', () => {
+    expect(problemsIn('image = "Python:3.12"\n')).toEqual([
+      '1:1 error: `image`: "Python:3.12" is not an image reference: "Python" is not a repository name component ' +
+        '(lower-case letters, digits and separators . _ -) (expected "builtin", "debian:<suite>" such as ' +
+        '"debian:bookworm", or an OCI image: a registry reference such as "python:3.12-slim" or ' +
+        '"host:port/org/app:tag", or oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE)',
     ]);
     expect(problemsIn('image = "debian:Bookworm"\n')).toEqual([
-      '1:1 error: `image`: expected "builtin" or "debian:<suite>" such as "debian:bookworm" (the images supported ' +
-        'so far), found a string "debian:Bookworm" (a Debian suite is a lower-case name such as bookworm, trixie or ' +
-        'stable)',
+      '1:1 error: `image`: expected "debian:<suite>", found a string "debian:Bookworm" (a Debian suite is a ' +
+        'lower-case name such as bookworm, trixie or stable)',
     ]);
+    expect(problemsIn('image = "oci:no-such-layout:v1"\n')[0]).toMatch(
+      /^1:1 error: `image`: oci: no such directory \/.*\/no-such-layout \(relative paths start from the Smolfile's directory/,
+    );
   });
 
   it('env entries, workdir, user and cmdline', () => {

@@ -1,13 +1,18 @@
 // What a Smolfile boots: `image`, `kernel`, `initrd` and `cmdline` (docs/smolfile.md, "What boots").
-import { accessSync, constants, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { ProblemList } from './smolfile-problems.js';
 import type { TomlTable } from './toml-values.js';
 import { describeValue, expected, readString } from './toml-values.js';
 import { VM_LIMITS } from '../vmm/vm-options.js';
+import { parseReference } from '../guest-build/oci-reference.js';
 
-/** The root filesystem and guest agent a VM boots with. */
-export type SmolfileImage = { kind: 'builtin' } | { kind: 'debian'; suite: string };
+/**
+ * The root filesystem and guest agent a VM boots with. An OCI image's `reference` is its canonical spelling
+ * (`docker.io/library/python:3.12-slim`, `oci:/abs/dir:tag`: local paths resolved from the Smolfile's directory).
+ */
+export type SmolfileImage =
+  { kind: 'builtin' } | { kind: 'debian'; suite: string } | { kind: 'oci'; reference: string };
 
 export interface SmolfileGuest {
   image: SmolfileImage | null;
@@ -16,19 +21,42 @@ export interface SmolfileGuest {
   cmdline: string;
 }
 
-const SUPPORTED_IMAGES = '"builtin" or "debian:<suite>" such as "debian:bookworm" (the images supported so far)';
+const SUPPORTED_IMAGES =
+  '"builtin", "debian:<suite>" such as "debian:bookworm", or an OCI image: a registry reference such as ' +
+  '"python:3.12-slim" or "host:port/org/app:tag", or oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE';
 
-function readImage(problems: ProblemList, value: unknown): SmolfileImage | undefined {
+function readImage(problems: ProblemList, value: unknown, dir: string): SmolfileImage | undefined {
   if (typeof value !== 'string') return expected(problems, ['image'], SUPPORTED_IMAGES, value);
   if (value === 'builtin') return { kind: 'builtin' };
   const debian = /^debian:([a-z][a-z0-9-]*)$/.exec(value);
   if (debian?.[1]) return { kind: 'debian', suite: debian[1] };
   const found = describeValue(value, problems.raw(['image']));
-  const note = /^debian(:|$)/.test(value)
-    ? ' (a Debian suite is a lower-case name such as bookworm, trixie or stable)'
-    : '; OCI images and other references are not supported yet';
-  problems.error(['image'], `\`image\`: expected ${SUPPORTED_IMAGES}, found ${found}${note}`);
-  return undefined;
+  if (/^debian(:|$)/.test(value)) {
+    problems.error(
+      ['image'],
+      `\`image\`: expected "debian:<suite>", found ${found} (a Debian suite is a lower-case name such as ` +
+        'bookworm, trixie or stable)',
+    );
+    return undefined;
+  }
+  let reference;
+  try {
+    reference = parseReference(value, dir);
+  } catch (err) {
+    problems.error(['image'], `\`image\`: ${(err as Error).message} (expected ${SUPPORTED_IMAGES})`);
+    return undefined;
+  }
+  if (reference.transport !== 'registry' && !existsSync(reference.path)) {
+    const relative = path.isAbsolute(value.slice(value.indexOf(':') + 1))
+      ? ''
+      : ` (relative paths start from the Smolfile's directory, ${dir})`;
+    problems.error(
+      ['image'],
+      `\`image\`: ${reference.transport}: no such ${reference.transport === 'oci' ? 'directory' : 'file'} ${reference.path}${relative}`,
+    );
+    return undefined;
+  }
+  return { kind: 'oci', reference: reference.canonical };
 }
 
 /** A host file named relative to the Smolfile's directory; it must be a readable regular file. */
@@ -81,7 +109,7 @@ export function readGuest(problems: ProblemList, document: TomlTable, dir: strin
       ? document.kernel === undefined
         ? { kind: 'builtin' as const }
         : null
-      : readImage(problems, document.image);
+      : readImage(problems, document.image, dir);
   const kernel = document.kernel === undefined ? null : readHostFile(problems, 'kernel', document.kernel, dir);
   const initrd = document.initrd === undefined ? null : readHostFile(problems, 'initrd', document.initrd, dir);
   if (document.initrd !== undefined && document.kernel === undefined) {

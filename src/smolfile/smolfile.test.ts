@@ -121,6 +121,20 @@ keep = 20
     });
   });
 
+  it('takes OCI references: Docker Hub names, registries with ports, digests, and local layouts and archives', () => {
+    const dir = directoryWith(['image.tar']);
+    const image = (value: string) =>
+      parseSmolfile(`image = ${JSON.stringify(value)}\n`, { path: path.join(dir, 'Smolfile') }).smolfile?.image;
+    expect(image('python:3.12-slim')).toEqual({ kind: 'oci', reference: 'docker.io/library/python:3.12-slim' });
+    expect(image('127.0.0.1:5000/org/app:v2')).toEqual({ kind: 'oci', reference: '127.0.0.1:5000/org/app:v2' });
+    const digest = `sha256:${'a'.repeat(64)}`;
+    expect(image(`ghcr.io/org/app@${digest}`)).toEqual({ kind: 'oci', reference: `ghcr.io/org/app@${digest}` });
+    expect(image('alpine')).toEqual({ kind: 'oci', reference: 'docker.io/library/alpine:latest' });
+    // Local ones are resolved from the Smolfile's directory, which has them.
+    expect(image('oci:.:v1')).toEqual({ kind: 'oci', reference: `oci:${dir}:v1` });
+    expect(image('docker-archive:image.tar')).toEqual({ kind: 'oci', reference: `docker-archive:${dir}/image.tar` });
+  });
+
   it('takes an absolute kernel path as it is, and a kernel next to an image boots with that image', () => {
     const dir = directoryWith(['vmlinux']);
     const text = `image = "builtin"\nkernel = ${JSON.stringify(path.join(dir, 'vmlinux'))}\n`;
