@@ -54,11 +54,18 @@ describe('smol validate output', () => {
       [
         'my.smolfile:1:1: error: `cpus`: expected an integer from 1 to 64, found 0',
         'my.smolfile:2:15: warning: `env[1]` sets A again (first at line 2); the last one wins',
-        "my.smolfile:3:1: error: smolvm's `ports` is not supported by Smol Studio yet: guests have no network " +
-          'device yet, so no ports can be published; remove the key',
+        'my.smolfile:3:1: error: `ports` needs a network, and this Smolfile has none (`net` is false by default); ' +
+          'add net = true',
         'my.smolfile: 2 errors, 1 warning',
         '',
       ].join('\n'),
+    );
+  });
+
+  it('a network is described with its forwards and allow lists', () => {
+    const text = 'net = true\nports = ["8080:80", "3000"]\n[network]\nallow_hosts = ["pypi.org"]\n';
+    expect(formatValidation('S', parseSmolfile(text, { path: '/x/S' }))).toBe(
+      'S: ok: image builtin, 1 vCPU, 512 MiB, network (2 ports, allow 1 host)\n',
     );
   });
 

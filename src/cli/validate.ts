@@ -57,6 +57,15 @@ export function describeSmolfile(smolfile: Smolfile): string {
   if (smolfile.user !== null) parts.push(`user ${smolfile.user}`);
   if (smolfile.init.length > 0) parts.push(plural(smolfile.init.length, 'init command'));
   if (smolfile.health) parts.push(`health check every ${formatDuration(smolfile.health.intervalMs)}`);
+  const { network } = smolfile;
+  if (network.enabled) {
+    const policy = [
+      network.ports.length > 0 && plural(network.ports.length, 'port'),
+      network.allowHosts.length > 0 && `allow ${plural(network.allowHosts.length, 'host')}`,
+      network.allowCidrs.length > 0 && `allow ${plural(network.allowCidrs.length, 'CIDR')}`,
+    ].filter(Boolean);
+    parts.push(policy.length > 0 ? `network (${policy.join(', ')})` : 'network');
+  }
   const { autoCheckpointMs, keep } = smolfile.snapshots;
   if (autoCheckpointMs !== null) parts.push(`checkpoint every ${formatDuration(autoCheckpointMs)}, keep ${keep}`);
   return parts.join(', ');

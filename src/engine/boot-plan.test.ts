@@ -53,6 +53,14 @@ describe('planBoot', () => {
     expect(plan.baseKey).toMatch(/^[0-9a-f]{32}$/);
   });
 
+  it('refuses net = true rather than boot a VM without the network its Smolfile asks for', () => {
+    builtGuest();
+    expect(() => planBoot(smolfile('net = true\nports = ["3000"]\n'), env)).toThrow(
+      /`net = true`: this VMM has no virtio-net device yet/,
+    );
+    expect(() => planBoot(smolfile('net = false\n'), env)).not.toThrow();
+  });
+
   it('says what to run when the root disk was never built', () => {
     builtGuest({ rootfs: false });
     let failure: unknown;

@@ -41,6 +41,16 @@ function fileStamp(file: string): string {
 }
 
 export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.env): BootPlan {
+  if (smolfile.network.enabled) {
+    // The Smolfile's network keys are read and checked, and the policy and libslirp backend exist in the VMM, but
+    // the virtio-net device that joins them to a VM does not yet (docs/network.md, "Status"). Booting without the
+    // network the Smolfile asks for would be a silent lie.
+    throw new ApiFailure(
+      409,
+      '`net = true`: this VMM has no virtio-net device yet, so a VM cannot have a network ' +
+        '(docs/network.md, "Status"); remove `net`, `ports` and `[network]` from the Smolfile to boot it',
+    );
+  }
   const common = { memoryMiB: smolfile.memoryMiB, cpus: smolfile.cpus };
   if (!smolfile.image) {
     // parseSmolfile guarantees a kernel when there is no image.

@@ -18,21 +18,20 @@ export const KNOWN_KEYS: Readonly<Record<string, readonly string[]>> = {
     'init',
     'health',
     'snapshots',
+    'net',
+    'ports',
+    'network',
   ],
+  network: ['allow_hosts', 'allow_cidrs'],
   health: ['exec', 'interval', 'timeout', 'startup_grace', 'retries'],
   snapshots: ['auto_checkpoint', 'keep'],
 };
-
-const NO_NETWORK = 'guests have no network device yet';
 
 /**
  * smolvm's keys (crates/smolvm-smolfile, docs/smolfile.md) that we do not support yet, with what to do instead
  * where there is something. Each one is an error: accepting them would promise behaviour the VM does not have.
  */
 export const UNSUPPORTED_SMOLVM_KEYS: Readonly<Record<string, string>> = {
-  net: `${NO_NETWORK}; remove the key`,
-  network: `${NO_NETWORK}, so there is no egress policy to set; remove the table`,
-  ports: `${NO_NETWORK}, so no ports can be published; remove the key`,
   volumes: 'there are no shared folders yet; copy files in with `init` commands or build them into the image',
   gpu: 'guests have no GPU device; remove the key',
   gpu_vram: 'guests have no GPU device; remove the key',
@@ -43,7 +42,7 @@ export const UNSUPPORTED_SMOLVM_KEYS: Readonly<Record<string, string>> = {
   storage: "the guest's disk is its image; remove the key",
   overlay: "the guest's disk is its image, and every snapshot keeps its changes; remove the key",
   secrets: 'nothing is injected from the host yet; remove the table',
-  dev: 'put its `env`, `init` and `workdir` at the top level (`volumes` and `ports` are not supported either)',
+  dev: 'put its `env`, `init`, `workdir` and `ports` at the top level (`volumes` is not supported either)',
   artifact: 'Smol Studio does not pack machines; remove the table',
   pack: 'Smol Studio does not pack machines; remove the table',
   fork: 'fork any running VM or snapshot with `smol fork`; automatic checkpoints are set in `[snapshots]`',

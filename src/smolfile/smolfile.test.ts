@@ -39,6 +39,7 @@ describe('a valid Smolfile', () => {
         init: [],
         health: null,
         snapshots: { autoCheckpointMs: null, keep: 10 },
+        network: { enabled: false, ports: [], allowHosts: [], allowCidrs: [] },
       },
       problems: [],
     });
@@ -56,6 +57,8 @@ env = ["PATH=/usr/local/bin:/usr/bin:/bin", "EMPTY=", "EQUALS=a=b"]
 workdir = "/srv"
 user = "app:app"
 init = ["apt-get install -y python3", "mkdir -p /srv"]
+net = true
+ports = ["8080:80", "3000", "5173-5174:6173-6174"]
 cmdline = "quiet loglevel=3"
 
 [health]
@@ -68,6 +71,10 @@ retries = 5
 [snapshots]
 auto_checkpoint = "5m"
 keep = 20
+
+[network]
+allow_hosts = ["pypi.org", "*.example.com", "host.smol.internal:8000"]
+allow_cidrs = ["203.0.113.0/24", "2001:db8::/32"]
 `;
     const { smolfile, problems } = parseSmolfile(text, { path: '/nowhere/Smolfile' });
     expect(problems).toEqual([]);
@@ -93,6 +100,17 @@ keep = 20
         retries: 5,
       },
       snapshots: { autoCheckpointMs: 300_000, keep: 20 },
+      network: {
+        enabled: true,
+        ports: [
+          { host: 8080, guest: 80 },
+          { host: null, guest: 3000 },
+          { host: 5173, guest: 6173 },
+          { host: 5174, guest: 6174 },
+        ],
+        allowHosts: ['pypi.org', '*.example.com', 'host.smol.internal:8000'],
+        allowCidrs: ['203.0.113.0/24', '2001:db8::/32'],
+      },
     });
   });
 

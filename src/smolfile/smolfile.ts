@@ -6,6 +6,7 @@ import path from 'node:path';
 import TOML from '@iarna/toml';
 import { readGuest, type SmolfileImage } from './smolfile-guest.js';
 import { KNOWN_KEYS, UNSUPPORTED_SMOLVM_KEYS, suggestKey } from './smolfile-keys.js';
+import { NETWORK_DEFAULTS, readNetwork, type SmolfileNetwork } from './smolfile-network.js';
 import { ProblemList, type SmolfileProblem } from './smolfile-problems.js';
 import {
   readHealth,
@@ -21,6 +22,7 @@ import { VM_LIMITS } from '../vmm/vm-options.js';
 
 export type { SmolfileImage } from './smolfile-guest.js';
 export type { SmolfileHealth } from './smolfile-workload.js';
+export type { SmolfileNetwork, SmolfilePort } from './smolfile-network.js';
 export type { SmolfileProblem } from './smolfile-problems.js';
 export { formatProblem } from './smolfile-problems.js';
 
@@ -47,6 +49,8 @@ export interface Smolfile extends SmolfileWorkload {
   memoryMiB: number;
   health: SmolfileHealth | null;
   snapshots: SmolfileSnapshots;
+  /** `net`, `ports` and `[network]`: off unless `net = true`. */
+  network: SmolfileNetwork;
 }
 
 export const SMOLFILE_DEFAULTS = {
@@ -105,6 +109,7 @@ export function parseSmolfile(text: string, options: { path: string }): Smolfile
   const workload = readWorkload(problems, document);
   const health = optional(document.health, (v) => readHealth(problems, v));
   const snapshots = optional(document.snapshots, (v) => readSnapshots(problems, v));
+  const network = readNetwork(problems, document);
 
   if (problems.hasErrors()) return { smolfile: null, problems: problems.list() };
   const smolfile: Smolfile = {
@@ -115,6 +120,7 @@ export function parseSmolfile(text: string, options: { path: string }): Smolfile
     ...workload,
     health: health ?? null,
     snapshots: snapshots ?? { ...SMOLFILE_DEFAULTS.snapshots },
+    network: network ?? NETWORK_DEFAULTS,
   };
   return { smolfile, problems: problems.list() };
 }
