@@ -1,48 +1,33 @@
 /* The agent's frame codec and parser (proto.h, docs/agent.md). Every length read from the wire is checked here. */
 #include "proto.h"
+#include "le_codec.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 int proto_header_decode(const uint8_t *buf, struct proto_header *h)
 {
-	h->len = get32(buf);
-	h->type = get16(buf + 4);
-	h->flags = get16(buf + 6);
-	h->id = get32(buf + 8);
+	struct le_reader r;
+
+	le_reader_init(&r, buf, PROTO_HEADER_SIZE);
+	h->len = le_get_u32(&r);
+	h->type = le_get_u16(&r);
+	h->flags = le_get_u16(&r);
+	h->id = le_get_u32(&r);
 	return h->len > PROTO_MAX_PAYLOAD ? -EMSGSIZE : 0;
 }
 
 void proto_header_encode(uint8_t *buf, const struct proto_header *h)
 {
-	put32(buf, h->len);
-	put16(buf + 4, h->type);
-	put16(buf + 6, h->flags);
-	put32(buf + 8, h->id);
+	struct le_writer w;
+
+	le_writer_init(&w, buf, PROTO_HEADER_SIZE);
+	le_put_u32(&w, h->len);
+	le_put_u16(&w, h->type);
+	le_put_u16(&w, h->flags);
+	le_put_u32(&w, h->id);
 }
 
 int proto_type_is_data(uint16_t type)
@@ -82,33 +67,28 @@ void proto_reader_init(struct proto_reader *r, const uint8_t *payload, size_t le
 
 int proto_field_next(struct proto_reader *r, struct proto_field *f)
 {
+	struct le_reader in;
+
 	if (!r->left)
 		return 0;
-	if (r->left < 6) {
+	le_reader_init(&in, r->p, r->left);
+	f->tag = le_get_u16(&in);
+	f->len = le_get_u32(&in);
+	f->val = le_get_span(&in, f->len);
+	if (!f->val) {
 		r->left = 0;
 		return -EBADMSG;
 	}
-	f->tag = get16(r->p);
-	f->len = get32(r->p + 2);
-	if (f->len > r->left - 6) {
-		r->left = 0;
-		return -EBADMSG;
-	}
-	f->val = r->p + 6;
-	r->p += 6 + (size_t)f->len;
-	r->left -= 6 + (size_t)f->len;
+	r->p += in.at;
+	r->left -= in.at;
 	return 1;
 }
 
 int proto_field_u64(const struct proto_field *f, uint64_t *out)
 {
-	uint64_t v = 0;
-
 	if (f->len != 8)
 		return -EBADMSG;
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | f->val[i];
-	*out = v;
+	*out = le_load64(f->val);
 	return 0;
 }
 
@@ -181,21 +161,21 @@ size_t proto_frame_begin(struct proto_buf *b, uint16_t type, uint16_t flags, uin
 void proto_put_bytes(struct proto_buf *b, uint16_t tag, const void *v, size_t len)
 {
 	uint8_t *p = proto_buf_grow(b, 6 + len);
+	struct le_writer w;
 
 	if (!p)
 		return;
-	put16(p, tag);
-	put32(p + 2, (uint32_t)len);
-	if (len)
-		memcpy(p + 6, v, len);
+	le_writer_init(&w, p, 6 + len);
+	le_put_u16(&w, tag);
+	le_put_u32(&w, (uint32_t)len);
+	le_put_bytes(&w, v, len);
 }
 
 void proto_put_u64(struct proto_buf *b, uint16_t tag, uint64_t v)
 {
 	uint8_t le[8];
 
-	for (int i = 0; i < 8; i++)
-		le[i] = (uint8_t)(v >> (8 * i));
+	le_store64(le, v);
 	proto_put_bytes(b, tag, le, 8);
 }
 
@@ -207,7 +187,7 @@ void proto_put_str(struct proto_buf *b, uint16_t tag, const char *s)
 void proto_frame_end(struct proto_buf *b, size_t start)
 {
 	if (!b->failed)
-		put32(b->data + start, (uint32_t)(b->len - start - PROTO_HEADER_SIZE));
+		le_store32(b->data + start, (uint32_t)(b->len - start - PROTO_HEADER_SIZE));
 }
 
 void proto_put_data_frame(struct proto_buf *b, uint16_t type, uint16_t flags, uint32_t id, const void *data,

@@ -1,6 +1,7 @@
 /*
  * libFuzzer target for the snapshot loader (docs/snapshots.md, "Fuzzing"). Every input is tried as a state blob
- * (snap_parse, snap_validate, then uart_load for each com1 DEVICE section) and as a memory layer header
+ * (snap_parse, snap_validate, then each DEVICE section through its device's decoder, `decoders` below: every
+ * device that saves state has one there) and as a memory layer header
  * (mem_layer_header_parse, with the input's length as the file size and with the size its header implies). Each is
  * tried as given, which reaches the size and checksum checks, and again with its total size and checksum made right,
  * so that mutations get past the CRC to the section, bitmap and device checks behind it. Besides the sanitizers,
@@ -11,9 +12,13 @@
 #include <string.h>
 
 #include "error.h"
+#include "le_codec.h"
 #include "snap_sample.h"
 #include "snapfile.h"
 #include "uart.h"
+#include "virtio.h"
+#include "virtio_vsock.h"
+#include "vmgenid.h"
 
 #define CHECK(cond)                                                                             \
 	do {                                                                                    \
@@ -74,6 +79,69 @@ static void load_uart(const uint8_t *data, size_t len)
 	uart_exit(&u);
 }
 
+/*
+ * The other devices: a state their decoder accepts encodes back to the same bytes, and those bytes decode to the
+ * same state again. Every decoder checks untrusted bytes, so each must also survive whatever it refuses.
+ */
+static uint8_t encoded[VIRTIO_BLK_STATE_MAX + 64];
+
+#define ROUND_TRIP(type, decode, encode, data, len)                                                        \
+	do {                                                                                               \
+		static type s, again;                                                                      \
+		struct le_writer w;                                                                        \
+		const char *bad = decode(data, len, &s);                                                   \
+		if (bad) {                                                                                 \
+			CHECK(bad[0]);                                                                     \
+			break;                                                                             \
+		}                                                                                          \
+		le_writer_init(&w, encoded, sizeof(encoded));                                              \
+		encode(&s, &w);                                                                            \
+		CHECK(!w.overflow && w.len == len && memcmp(encoded, data, len) == 0);                     \
+		CHECK(decode(encoded, w.len, &again) == NULL);                                             \
+	} while (0)
+
+static void load_vmgenid(const uint8_t *data, size_t len)
+{
+	ROUND_TRIP(struct vmgenid_state, vmgenid_state_decode, vmgenid_state_encode, data, len);
+}
+
+static void load_virtio(const uint8_t *data, size_t len)
+{
+	ROUND_TRIP(struct virtio_dev_state, virtio_dev_state_parse, virtio_dev_state_encode, data, len);
+}
+
+static void load_virtio_blk(const uint8_t *data, size_t len)
+{
+	ROUND_TRIP(struct virtio_blk_state, virtio_blk_state_decode, virtio_blk_state_encode, data, len);
+}
+
+static void load_virtio_vsock(const uint8_t *data, size_t len)
+{
+	ROUND_TRIP(struct virtio_vsock_state, virtio_vsock_state_decode, virtio_vsock_state_encode, data, len);
+}
+
+/* Every device that saves state (DEVICE_REGISTER with .save), by the name of its section. */
+static const struct {
+	const char *name;
+	void (*load)(const uint8_t *data, size_t len);
+} decoders[] = {
+	{ "com1", load_uart },
+	{ "vmgenid", load_vmgenid },
+	{ "virtio-blk", load_virtio_blk },
+	{ "virtio-rng", load_virtio },
+	{ "virtio-vsock", load_virtio_vsock },
+	{ "virtio-console", load_virtio },
+};
+
+static void load_device(const uint8_t *data, size_t len)
+{
+	size_t name_len = data[0];	/* snap_validate: 1 <= name_len < len */
+
+	for (size_t i = 0; i < sizeof(decoders) / sizeof(decoders[0]); i++)
+		if (strlen(decoders[i].name) == name_len && !memcmp(data + 1, decoders[i].name, name_len))
+			decoders[i].load(data + 1 + name_len, len - 1 - name_len);
+}
+
 static void load_state(const uint8_t *buf, size_t len)
 {
 	struct vm_error err = { 0 };
@@ -100,8 +168,8 @@ static void load_state(const uint8_t *buf, size_t len)
 	for (uint32_t i = 0; i < b.nr_sections; i++) {
 		const struct snap_section *s = &b.sections[i];
 
-		if (s->kind == SNAP_DEVICE && s->data[0] == 4 && !memcmp(s->data + 1, "com1", 4))
-			load_uart(s->data + 5, (size_t)s->len - 5);
+		if (s->kind == SNAP_DEVICE)
+			load_device(s->data, (size_t)s->len);
 	}
 	snap_blob_free(&b);
 }

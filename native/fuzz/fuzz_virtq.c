@@ -20,6 +20,7 @@
 #include "disk.h"
 #include "error.h"
 #include "guest_mem.h"
+#include "le_codec.h"
 #include "virtio.h"
 
 #define RAM (1ULL << 20)
@@ -98,16 +99,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static uint16_t le16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static void w32(struct virtio_mmio *t, uint64_t off, uint32_t v)
 {
 	virtio_mmio_access(t, off, (uint8_t *)&v, 4, 1);
@@ -127,7 +118,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	void *dev = &blk;
 	uint32_t qi = 0;
 	struct virtio_mmio t;
-	uint8_t state[VIRTIO_MMIO_STATE_LEN], again[VIRTIO_MMIO_STATE_LEN];
+	struct virtio_dev_state state = { .slot = 1, .gsi = 6, .base = 0xc0002000ULL }, back;
+	uint8_t saved[VIRTIO_DEV_STATE_LEN], again[VIRTIO_DEV_STATE_LEN];
+	struct le_writer w;
 	size_t n_ops, image;
 	uint16_t start;
 	int broken_before;
@@ -165,18 +158,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	w32(&t, VIRTIO_MMIO_STATUS, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK);
 	w32(&t, VIRTIO_MMIO_QUEUE_SEL, qi);
 	w32(&t, VIRTIO_MMIO_QUEUE_NUM, 1u << (data[1] % 9));
-	w32(&t, VIRTIO_MMIO_QUEUE_DESC_LOW, (uint32_t)le16(data + 2) * 16);
-	w32(&t, VIRTIO_MMIO_QUEUE_DRIVER_LOW, (uint32_t)le16(data + 4) * 2);
-	w32(&t, VIRTIO_MMIO_QUEUE_DEVICE_LOW, (uint32_t)le16(data + 6) * 4);
+	w32(&t, VIRTIO_MMIO_QUEUE_DESC_LOW, (uint32_t)le_load16(data + 2) * 16);
+	w32(&t, VIRTIO_MMIO_QUEUE_DRIVER_LOW, (uint32_t)le_load16(data + 4) * 2);
+	w32(&t, VIRTIO_MMIO_QUEUE_DEVICE_LOW, (uint32_t)le_load16(data + 6) * 4);
 	w32(&t, VIRTIO_MMIO_QUEUE_READY, 1);
 	w32(&t, VIRTIO_MMIO_STATUS, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK |
 					      VIRTIO_STATUS_DRIVER_OK);
-	start = le16(data + 8);
+	start = le_load16(data + 8);
 	t.q[qi].last_avail = t.q[qi].used_idx = start;	/* as a restore would leave them */
 	for (size_t i = 0; i < n_ops; i++) {
 		const uint8_t *op = data + HEAD + i * OP_LEN;
 
-		w32(&t, le16(op) & 0x1fc, le32(op + 2));
+		w32(&t, le_load16(op) & 0x1fc, le_load32(op + 2));
 	}
 
 	for (int i = 0; i < 1 + data[10] % 4; i++) {
@@ -203,19 +196,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	(void)r32(&t, VIRTIO_MMIO_INTERRUPT_STATUS);
 
-	/* The state a snapshot would record loads back to itself. */
-	virtio_mmio_save(&t, state);
+	/* The state a snapshot would record encodes, decodes and loads back to itself. */
+	virtio_mmio_get_state(&t, &state.transport);
+	le_writer_init(&w, saved, sizeof(saved));
+	virtio_dev_state_encode(&state, &w);
+	CHECK(!w.overflow && w.len == sizeof(saved));
 	{
 		struct virtio_mmio u;
-		const char *bad;
+		const char *bad = virtio_dev_state_parse(saved, sizeof(saved), &back);
 
 		virtio_mmio_init(&u, ops, dev, &mem);
-		bad = virtio_mmio_load(&u, state, sizeof(state));
+		if (!bad)
+			bad = virtio_mmio_set_state(&u, &back.transport);
 		if (bad)
 			fprintf(stderr, "fuzz_virtq: the saved state does not load: %s\n", bad);
 		CHECK(!bad);	/* a guest cannot make its own snapshots unrestorable */
-		virtio_mmio_save(&u, again);
-		CHECK(memcmp(state, again, sizeof(state)) == 0);
+		virtio_mmio_get_state(&u, &back.transport);
+		le_writer_init(&w, again, sizeof(again));
+		virtio_dev_state_encode(&back, &w);
+		CHECK(memcmp(saved, again, sizeof(saved)) == 0);
 		virtio_mmio_exit(&u);
 	}
 	virtio_mmio_exit(&t);

@@ -1,6 +1,6 @@
 /*
  * Writes the seed corpus of fuzz_snapshot into DIR: valid state blobs (1 and 2 vCPUs, with and without a parent,
- * UART FIFO on and off) and valid memory layer headers (full, small diff, diff with a bitmap past the first page).
+ * UART FIFO on and off, every device's section together and each alone) and valid memory layer headers (full, small diff, diff with a bitmap past the first page).
  * Usage: snapshot_seeds DIR
  */
 #include <errno.h>
@@ -80,6 +80,20 @@ int main(int argc, char **argv)
 	sample_init(&sp, 1, 1 * MIB, NULL);
 	sample_set(&sp, SNAP_DEVICE, 0, fifo_off, sizeof(fifo_off));
 	r |= write_state(argv[1], "state-uart-fifo-off", &sp);
+	/* Every device's section: all in one blob, and each alone (com1 is in every blob). */
+	sample_init(&sp, 1, 64 * MIB, NULL);
+	sample_add_devices(&sp);
+	r |= write_state(argv[1], "state-every-device", &sp);
+	for (int i = 0; i < SAMPLE_NR_DEVICES; i++) {
+		char name[64];
+
+		if (!strcmp(sample_device_names[i], "com1"))
+			continue;
+		sample_init(&sp, 1, 64 * MIB, NULL);
+		sample_add_device_state(&sp, sample_device_names[i]);
+		snprintf(name, sizeof(name), "state-device-%s", sample_device_names[i]);
+		r |= write_state(argv[1], name, &sp);
+	}
 	r |= write_layer(argv[1], "layer-full", MEM_LAYER_FULL, 64 * MIB, 1);
 	r |= write_layer(argv[1], "layer-diff-1-mib", MEM_LAYER_DIFF, 1 * MIB, 3);
 	r |= write_layer(argv[1], "layer-diff-256-mib", MEM_LAYER_DIFF, 256 * MIB, 4099);

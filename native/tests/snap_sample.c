@@ -1,6 +1,10 @@
 /* Builds sample state blobs for the snapshot tests and the fuzzer's seeds (snap_sample.h). */
 #include "snap_sample.h"
 #include "error.h"
+#include "le_codec.h"
+#include "virtio.h"
+#include "virtio_vsock.h"
+#include "vmgenid.h"
 
 #include <linux/kvm.h>
 #include <stdlib.h>
@@ -115,6 +119,90 @@ void sample_init(struct snap_sample *sp, uint32_t nr_cpus, uint64_t mem_size, co
 	memcpy(dev + 5, sample_uart_state, sizeof(sample_uart_state));
 	sample_add(sp, SNAP_DEVICE, 0, dev, sizeof(dev));
 	sample_add(sp, SNAP_CONSOLE_INPUT, 0, "ls\n", 3);
+}
+
+void sample_add_device(struct snap_sample *sp, const char *name, const void *state, size_t len)
+{
+	size_t name_len = strlen(name);
+	uint8_t *p = malloc(1 + name_len + len);
+
+	if (!p)
+		abort();
+	p[0] = (uint8_t)name_len;
+	memcpy(p + 1, name, name_len);
+	memcpy(p + 1 + name_len, state, len);
+	sample_add(sp, SNAP_DEVICE, 0, p, 1 + name_len + len);
+	free(p);
+}
+
+/* A virtio device in `slot` whose driver is up with `nr_queues` ready queues in the first MiB of guest RAM. */
+static struct virtio_dev_state sample_virtio(uint8_t slot, uint8_t nr_queues)
+{
+	struct virtio_dev_state s = { .slot = slot, .gsi = 5u + slot, .base = 0xc0001000ULL + 0x1000ULL * slot };
+	struct virtio_mmio_state *t = &s.transport;
+
+	t->nr_queues = nr_queues;
+	t->status = VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK |
+		    VIRTIO_STATUS_DRIVER_OK;
+	t->drv_features = 1ULL << VIRTIO_F_VERSION_1;
+	t->int_status = VIRTIO_INT_USED;
+	t->config_gen = 1;
+	for (uint8_t q = 0; q < nr_queues; q++)
+		t->q[q] = (struct virtq_state){ .num = 8, .ready = 1, .last_avail = (uint16_t)(3 + q),
+						.used_idx = (uint16_t)(3 + q), .desc = 0x10000u + 0x1000u * q,
+						.avail = 0x30000u + 0x1000u * q, .used = 0x50000u + 0x1000u * q };
+	return s;
+}
+
+const char *const sample_device_names[SAMPLE_NR_DEVICES] = { "com1", "vmgenid", "virtio-blk", "virtio-rng",
+							     "virtio-vsock", "virtio-console" };
+
+void sample_add_device_state(struct snap_sample *sp, const char *name)
+{
+	static struct virtio_blk_state blk;
+	static uint8_t buf[VIRTIO_BLK_STATE_MAX];
+	struct le_writer w;
+
+	le_writer_init(&w, buf, sizeof(buf));
+	if (!strcmp(name, "com1")) {
+		le_put_bytes(&w, sample_uart_state, sizeof(sample_uart_state));
+	} else if (!strcmp(name, "vmgenid")) {
+		struct vmgenid_state gen = { .addr = 0xef000, .gsi = 23 };
+
+		vmgenid_state_encode(&gen, &w);
+	} else if (!strcmp(name, "virtio-blk")) {
+		memset(&blk, 0, sizeof(blk));
+		blk.dev = sample_virtio(0, 1);
+		blk.writable = 1;
+		blk.disk_size = 1 << 20;
+		memset(blk.layer_id, 0x5a, sizeof(blk.layer_id));
+		strcpy(blk.path, "/var/lib/smol/disks/layer-1.smoldisk");
+		virtio_blk_state_encode(&blk, &w);
+	} else if (!strcmp(name, "virtio-rng")) {
+		struct virtio_dev_state rng = sample_virtio(1, 1);
+
+		virtio_dev_state_encode(&rng, &w);
+	} else if (!strcmp(name, "virtio-vsock")) {
+		struct virtio_vsock_state vsock = { .dev = sample_virtio(2, 3), .guest_cid = 3 };
+
+		virtio_vsock_state_encode(&vsock, &w);
+	} else if (!strcmp(name, "virtio-console")) {
+		struct virtio_dev_state con = sample_virtio(3, 2);
+
+		virtio_dev_state_encode(&con, &w);
+	} else {
+		abort();
+	}
+	if (w.overflow)
+		abort();
+	sample_add_device(sp, name, buf, w.len);
+}
+
+void sample_add_devices(struct snap_sample *sp)
+{
+	for (int i = 0; i < SAMPLE_NR_DEVICES; i++)
+		if (strcmp(sample_device_names[i], "com1"))	/* sample_init has it */
+			sample_add_device_state(sp, sample_device_names[i]);
 }
 
 void sample_free(struct snap_sample *sp)

@@ -31,6 +31,15 @@ struct snap_sample {
 extern const uint8_t sample_uart_state[13];
 
 void sample_init(struct snap_sample *sp, uint32_t nr_cpus, uint64_t mem_size, const char *parent_path);
+/* Adds a DEVICE section for device `name` holding `len` bytes of its state. */
+void sample_add_device(struct snap_sample *sp, const char *name, const void *state, size_t len);
+/* Every device that has state, by section name. */
+#define SAMPLE_NR_DEVICES 6
+extern const char *const sample_device_names[SAMPLE_NR_DEVICES];
+/* Adds the section of device `name` (one of sample_device_names), made by its encoder from a valid state. */
+void sample_add_device_state(struct snap_sample *sp, const char *name);
+/* Adds every device's section but com1's (sample_init has it): a blob like one from a VM with every device. */
+void sample_add_devices(struct snap_sample *sp);
 void sample_free(struct snap_sample *sp);
 /* Adds a section; data NULL fills it with the pattern. Sections are written in the order they were added. */
 void sample_add(struct snap_sample *sp, uint32_t kind, uint32_t index, const void *data, size_t len);

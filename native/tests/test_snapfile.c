@@ -208,9 +208,10 @@ TEST(state_whose_header_is_not_this_format_is_refused)
 		const char *want;
 	} cases[] = {
 		{ 4, 0x4c4f4d53, "is not a snapshot state file (no SMOLSNAP magic)" },	/* SMOLSMOL */
-		{ 8, 2, "version 2; this Smol reads version 1 (written by a newer Smol)" },
-		{ 8, 0xffffffff, "version 4294967295; this Smol reads version 1 (written by a newer Smol)" },
-		{ 8, 0, "version 0; this Smol reads version 1 (written by an older Smol)" },
+		{ 8, 3, "version 3; this Smol reads version 2 (written by a newer Smol)" },
+		{ 8, 0xffffffff, "version 4294967295; this Smol reads version 2 (written by a newer Smol)" },
+		{ 8, 0, "version 0; this Smol reads version 2 (written by an older Smol)" },
+		{ 8, 1, "version 1; this Smol reads version 2 (written by an older Smol)" },
 		{ 12, 72, "header size 72, expected 64" },
 		{ 12, 0, "header size 0, expected 64" },
 	};
@@ -324,6 +325,7 @@ TEST(section_too_long_for_the_file_is_refused_without_reading_freed_memory)
 	};
 
 	memset(blob + 60, 0, 4);	/* the fuzzer's input predates the check of the reserved field */
+	blob[8] = SNAP_VERSION;		/* and format version 2 */
 	sample_reseal(blob, sizeof(blob));
 	CHECK_REFUSED(blob, sizeof(blob), "section 1 (unknown kind) says 14106050016455801940 bytes, only 0 remain");
 }

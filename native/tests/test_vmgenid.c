@@ -173,7 +173,7 @@ TEST(a_snapshot_whose_generation_id_is_elsewhere_is_refused)
 	CHECK_OK(t->load(vm, NULL, buf, len, &err), err.msg);
 
 	CHECK(t->load(vm, NULL, buf, len - 1, &err) < 0);
-	CHECK_STR_CONTAINS(err.msg, "15 bytes, not 16");
+	CHECK_STR_CONTAINS(err.msg, "15 bytes is too short");
 	buf[1] ^= 0x10;						/* another address */
 	CHECK(t->load(vm, NULL, buf, len, &err) < 0);
 	CHECK_STR_CONTAINS(err.msg, "generation ID at 0x");
@@ -184,6 +184,10 @@ TEST(a_snapshot_whose_generation_id_is_elsewhere_is_refused)
 	buf[8] = VMGENID_GSI;
 	buf[15] = 1;						/* reserved bits set */
 	CHECK(t->load(vm, NULL, buf, len, &err) < 0);
+	CHECK_STR_CONTAINS(err.msg, "reserved");
+	buf[15] = 0;
+	CHECK(t->load(vm, NULL, buf, len + 1, &err) < 0);		/* a byte too many */
+	CHECK_STR_CONTAINS(err.msg, "1 bytes left over");
 	vm_free(vm);
 }
 

@@ -338,7 +338,7 @@ static void aml_name_resources(struct aml *a, const char name[4], const uint8_t 
  * each edge, calls _EVT with the GSI, which notifies VGEN; the driver then rereads the ID and, if it changed,
  * reseeds the kernel's RNG.
  *
- * Then one device per virtio-mmio window (virtio_vm.c), as QEMU's microvm and Firecracker describe them:
+ * Then one device per virtio-mmio window (virtio_dev.c), as QEMU's microvm and Firecracker describe them:
  *
  *		Device (VR0n) {
  *			Name (_HID, "LNRO0005")

@@ -32,4 +32,4 @@ static struct device_type acpi_sleep_device = {
 	.nr_ports = 1,
 	.pio = acpi_sleep_io,
 };
-DEVICE_REGISTER(acpi_sleep_device)
+DEVICE_REGISTER(acpi_sleep_device, DEV_PRIO_PLATFORM)

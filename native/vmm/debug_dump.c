@@ -4,6 +4,7 @@
  * docs/lab.md, "Debugging a stuck VM".
  */
 #define _GNU_SOURCE
+#include "device.h"
 #include "internal.h"
 #include "uart.h"
 
@@ -264,8 +265,9 @@ void vm_debug_dump(struct vm *vm, FILE *out)
 			(unsigned long long)__atomic_load_n(&cpu->nr_runs, __ATOMIC_RELAXED),
 			__atomic_load_n(&cpu->last_exit, __ATOMIC_RELAXED), cpu->io_pending, cpu->parked);
 	}
-	if (vm->console_dev)
-		uart_describe(vm->console_dev, uart, sizeof(uart));
+	for (int i = 0; i < vm->nr_devices; i++)
+		if (!strcmp(vm->devices[i].type->name, "com1"))
+			uart_describe(vm->devices[i].state, uart, sizeof(uart));
 	pthread_mutex_lock(&vm->console.lock);
 	fprintf(out, "  com1: %s; host input queued=%zu, output unread=%zu notified=%d held=%d closed=%d total=%llu\n",
 		uart, vm->console.in.len, vm->console.out.len, vm->console.out_notified, vm->console.held,

@@ -25,4 +25,4 @@ static struct device_type debug_exit_device = {
 	.nr_ports = 1,
 	.pio = debug_exit_io,
 };
-DEVICE_REGISTER(debug_exit_device)
+DEVICE_REGISTER(debug_exit_device, DEV_PRIO_CORE)

@@ -28,4 +28,4 @@ static struct device_type i8042_device = {
 	.nr_ports = 5,
 	.pio = i8042_io,
 };
-DEVICE_REGISTER(i8042_device)
+DEVICE_REGISTER(i8042_device, DEV_PRIO_CORE)

@@ -31,6 +31,30 @@ struct vcpu {
 	uint64_t nr_runs;
 };
 
+/*
+ * A device the guest reads its console from (COM1, the virtio-console). Console input goes to the first front end,
+ * in rank order, that takes it now (vm_console_input_owner): the one place that is decided. Every front end is told
+ * when input arrives and pulls it only while it is the owner.
+ */
+struct console_frontend {
+	const char *name;
+	int (*takes_input)(void *dev);	/* NULL: always (the last resort) */
+	void (*input_ready)(void *dev);
+};
+
+enum console_rank {
+	CONSOLE_RANK_FIRST = 0,		/* a virtio-console, once its driver is up */
+	CONSOLE_RANK_LAST = 1,		/* COM1: whenever no other takes it */
+};
+
+struct console_input {
+	const struct console_frontend *fe;
+	void *dev;
+	int rank;
+};
+
+#define VM_MAX_CONSOLE_FRONTENDS 4
+
 struct device_instance {
 	const struct device_type *type;
 	void *state;
@@ -53,12 +77,8 @@ struct vm {
 	struct vcpu *cpus;
 	struct io_bus pio, mmio;
 	struct console console;
-	void (*console_input_ready)(void *dev);	/* set by the device that serves the console */
-	void *console_dev;
-	/* A virtio-console (virtio_vm.c): told of input too, and takes it instead of the UART once its driver is up. */
-	void (*hvc_input_ready)(void *dev);
-	int (*hvc_takes_input)(void *dev);
-	void *hvc_dev;
+	struct console_input frontends[VM_MAX_CONSOLE_FRONTENDS];	/* in rank order */
+	int nr_frontends;
 	struct device_instance devices[16];
 	int nr_devices;
 	struct kernel_image kernel;
@@ -92,7 +112,14 @@ void vm_memory_unregister(struct vm *vm);
 int vm_hold(struct vm *vm, int *was_running, struct vm_error *err);
 void vm_release(struct vm *vm, int was_running);
 
-/* virtio_vm.c, for snapshot.c: the disk path in a virtio-blk device section (into out), or NULL. */
+/* vm.c: console front ends (struct console_frontend), added by devices at setup and removed at teardown. */
+int vm_console_frontend_add(struct vm *vm, const struct console_frontend *fe, void *dev, int rank,
+			    struct vm_error *err);
+void vm_console_frontend_remove(struct vm *vm, void *dev);
+/* The front end console input goes to now, or NULL when there is none. */
+const struct console_frontend *vm_console_input_owner(struct vm *vm);
+
+/* virtio_blk_vm.c, for snapshot.c: the disk path in a virtio-blk device section (into out), or NULL. */
 const char *vm_snapshot_disk_section(const uint8_t *data, size_t len, char *out, size_t out_len);
 
 /* Ends the VM from inside (a device or a vCPU): records the first reason and asks every vCPU to stop. */

@@ -29,4 +29,4 @@ static struct device_type pvpanic_device = {
 	.nr_ports = 1,
 	.pio = pvpanic_io,
 };
-DEVICE_REGISTER(pvpanic_device)
+DEVICE_REGISTER(pvpanic_device, DEV_PRIO_PLATFORM)

@@ -16,10 +16,17 @@ static void com1_tx(void *opaque, uint8_t byte)
 	console_out_put(&vm->console, byte);
 }
 
-/* Whether console input is COM1's: not when the guest reads its console from the virtio-console. */
+static void com1_input_ready(void *dev)
+{
+	uart_input_ready(dev);
+}
+
+/* COM1 is the console's last resort: it takes input whenever no other front end does (a virtio-console's driver). */
+static const struct console_frontend com1_frontend = { .name = "com1", .input_ready = com1_input_ready };
+
 static int com1_has_input(struct vm *vm)
 {
-	return !(vm->hvc_takes_input && vm->hvc_takes_input(vm->hvc_dev));
+	return vm_console_input_owner(vm) == &com1_frontend;
 }
 
 static int com1_rx_waiting(void *opaque)
@@ -53,11 +60,6 @@ static void com1_io(struct vm *vm, uint64_t offset, uint8_t *data, uint32_t len,
 		data[0] = uart_read(u, (unsigned)offset);
 }
 
-static void com1_input_ready(void *dev)
-{
-	uart_input_ready(dev);
-}
-
 static int com1_setup(struct vm *vm, void **state, struct vm_error *err)
 {
 	struct uart_hooks hooks = { .tx = com1_tx, .rx_waiting = com1_rx_waiting, .rx_pull = com1_rx_pull,
@@ -74,15 +76,19 @@ static int com1_setup(struct vm *vm, void **state, struct vm_error *err)
 		free(u);
 		return vm_error_set(err, -ret, "cannot register COM1 at 0x%x", COM1_PORT);
 	}
-	vm->console_dev = u;
-	vm->console_input_ready = com1_input_ready;
+	ret = vm_console_frontend_add(vm, &com1_frontend, u, CONSOLE_RANK_LAST, err);
+	if (ret < 0) {
+		uart_exit(u);
+		free(u);
+		return ret;
+	}
 	*state = u;
 	return 0;
 }
 
 static void com1_teardown(struct vm *vm, void *state)
 {
-	(void)vm;
+	vm_console_frontend_remove(vm, state);
 	uart_exit(state);
 	free(state);
 }
@@ -119,4 +125,4 @@ static struct device_type com1_device = {
 	.load = com1_load,
 	.clone = com1_clone,
 };
-DEVICE_REGISTER(com1_device)
+DEVICE_REGISTER(com1_device, DEV_PRIO_CORE)

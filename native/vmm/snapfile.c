@@ -1,6 +1,7 @@
 /* The snapshot file formats: building and checking state blobs and memory layer headers (docs/snapshots.md). */
 #include "snapfile.h"
 #include "error.h"
+#include "le_codec.h"
 
 #include <errno.h>
 #include <linux/kvm.h>
@@ -55,21 +56,6 @@ const char *snap_kind_name(uint32_t kind)
 	}
 }
 
-static void put_le(uint8_t *p, uint64_t v, int bytes)
-{
-	for (int i = 0; i < bytes; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int bytes)
-{
-	uint64_t v = 0;
-
-	for (int i = bytes - 1; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
 void snap_writer_init(struct snap_writer *w)
 {
 	memset(w, 0, sizeof(*w));
@@ -117,9 +103,9 @@ size_t snap_begin(struct snap_writer *w, uint32_t kind, uint32_t index)
 	uint8_t hdr[16];
 	size_t at = w->len;
 
-	put_le(hdr, kind, 4);
-	put_le(hdr + 4, index, 4);
-	put_le(hdr + 8, 0, 8);
+	le_store32(hdr, kind);
+	le_store32(hdr + 4, index);
+	le_store64(hdr + 8, 0);
 	snap_append(w, hdr, sizeof(hdr));
 	return at;
 }
@@ -131,7 +117,7 @@ void snap_end(struct snap_writer *w, size_t begin)
 	if (w->failed)
 		return;
 	len = w->len - begin - 16;
-	put_le(w->buf + begin + 8, len, 8);
+	le_store64(w->buf + begin + 8, len);
 	snap_append(w, NULL, (size_t)((8 - len % 8) % 8));
 	w->nr_sections++;
 }
@@ -157,18 +143,18 @@ int snap_writer_finish(struct snap_writer *w, const uint8_t id[SNAP_ID_SIZE], co
 		return vm_error_set(err, w->failed, "cannot build the snapshot state: %s",
 				    w->failed == ENOMEM ? "out of memory" : "larger than 64 MiB");
 	memcpy(w->buf, SNAP_MAGIC, 8);
-	put_le(w->buf + 8, SNAP_VERSION, 4);
-	put_le(w->buf + 12, SNAP_HEADER_SIZE, 4);
-	put_le(w->buf + 16, w->len + SNAP_TRAILER_SIZE, 8);
+	le_store32(w->buf + 8, SNAP_VERSION);
+	le_store32(w->buf + 12, SNAP_HEADER_SIZE);
+	le_store64(w->buf + 16, w->len + SNAP_TRAILER_SIZE);
 	memcpy(w->buf + 24, id, SNAP_ID_SIZE);
 	if (parent)
 		memcpy(w->buf + 40, parent, SNAP_ID_SIZE);
 	else
 		memset(w->buf + 40, 0, SNAP_ID_SIZE);
-	put_le(w->buf + 56, w->nr_sections, 4);
-	put_le(w->buf + 60, 0, 4);
+	le_store32(w->buf + 56, w->nr_sections);
+	le_store32(w->buf + 60, 0);
 	crc = snap_crc64(0, w->buf, w->len);
-	put_le(trailer, crc, 8);
+	le_store64(trailer, crc);
 	snap_append(w, trailer, sizeof(trailer));
 	return w->failed ? vm_error_set(err, w->failed, "cannot build the snapshot state: out of memory") : 0;
 }
@@ -185,24 +171,24 @@ int snap_parse(const uint8_t *buf, size_t len, const char *what, struct snap_blo
 				    what, len, SNAP_HEADER_SIZE);
 	if (memcmp(buf, SNAP_MAGIC, 8))
 		return vm_error_set(err, EINVAL, "%s is not a snapshot state file (no SMOLSNAP magic)", what);
-	version = (uint32_t)get_le(buf + 8, 4);
+	version = (uint32_t)le_load32(buf + 8);
 	if (version != SNAP_VERSION)
 		return vm_error_set(err, EINVAL, "%s has snapshot format version %u; this Smol reads version %d (%s)",
 				    what, version, SNAP_VERSION,
 				    version > SNAP_VERSION ? "written by a newer Smol" : "written by an older Smol");
-	header_size = (uint32_t)get_le(buf + 12, 4);
+	header_size = (uint32_t)le_load32(buf + 12);
 	if (header_size != SNAP_HEADER_SIZE)
 		return vm_error_set(err, EINVAL, "%s: header size %u, expected %d", what, header_size, SNAP_HEADER_SIZE);
-	total = get_le(buf + 16, 8);
+	total = le_load64(buf + 16);
 	if (total != len)
 		return vm_error_set(err, EINVAL, "%s is %s: the header says %llu bytes, the file has %zu", what,
 				    total > len ? "truncated" : "longer than written", (unsigned long long)total, len);
-	crc = get_le(buf + len - SNAP_TRAILER_SIZE, 8);
+	crc = le_load64(buf + len - SNAP_TRAILER_SIZE);
 	if (crc != snap_crc64(0, buf, len - SNAP_TRAILER_SIZE))
 		return vm_error_set(err, EINVAL, "%s is corrupted: its checksum does not match its contents", what);
-	if (get_le(buf + 60, 4))
+	if (le_load32(buf + 60))
 		return vm_error_set(err, EINVAL, "%s: the reserved header field is not zero", what);
-	nr = get_le(buf + 56, 4);
+	nr = le_load32(buf + 56);
 	if (nr > SNAP_MAX_SECTIONS)
 		return vm_error_set(err, EINVAL, "%s: %llu sections, more than the %d allowed", what,
 				    (unsigned long long)nr, SNAP_MAX_SECTIONS);
@@ -222,9 +208,9 @@ int snap_parse(const uint8_t *buf, size_t len, const char *what, struct snap_blo
 			return vm_error_set(err, EINVAL, "%s: section %llu of %llu starts past the end of the sections",
 					    what, (unsigned long long)i + 1, (unsigned long long)nr);
 		}
-		s->kind = (uint32_t)get_le(buf + at, 4);
-		s->index = (uint32_t)get_le(buf + at + 4, 4);
-		s->len = get_le(buf + at + 8, 8);
+		s->kind = (uint32_t)le_load32(buf + at);
+		s->index = (uint32_t)le_load32(buf + at + 4);
+		s->len = le_load64(buf + at + 8);
 		padded = s->len + (8 - s->len % 8) % 8;
 		if (s->len > left - 16 || padded > left - 16) {
 			const char *name = snap_kind_name(s->kind);
@@ -311,15 +297,15 @@ void mem_layer_header_encode(const struct mem_layer_header *h, const uint8_t *bi
 {
 	memset(buf, 0, (size_t)h->data_offset);
 	memcpy(buf, MEM_LAYER_MAGIC, 8);
-	put_le(buf + 8, MEM_LAYER_VERSION, 4);
-	put_le(buf + 12, h->kind, 4);
-	put_le(buf + 16, h->mem_size, 8);
-	put_le(buf + 24, h->data_offset, 8);
-	put_le(buf + 32, h->pages, 8);
+	le_store32(buf + 8, MEM_LAYER_VERSION);
+	le_store32(buf + 12, h->kind);
+	le_store64(buf + 16, h->mem_size);
+	le_store64(buf + 24, h->data_offset);
+	le_store64(buf + 32, h->pages);
 	memcpy(buf + 40, h->id, SNAP_ID_SIZE);
 	if (h->kind == MEM_LAYER_DIFF)
 		memcpy(buf + MEM_LAYER_HEADER_SIZE, bitmap, (size_t)((h->mem_size / SNAP_PAGE_SIZE + 7) / 8));
-	put_le(buf + 56, header_crc(buf, h->kind, h->mem_size), 8);
+	le_store64(buf + 56, header_crc(buf, h->kind, h->mem_size));
 }
 
 long mem_layer_header_parse(const uint8_t *buf, size_t len, uint64_t file_size, const char *what,
@@ -334,14 +320,14 @@ long mem_layer_header_parse(const uint8_t *buf, size_t len, uint64_t file_size, 
 				    len, MEM_LAYER_HEADER_SIZE);
 	if (memcmp(buf, MEM_LAYER_MAGIC, 8))
 		return vm_error_set(err, EINVAL, "%s is not a snapshot memory layer (no SMOLMEM magic)", what);
-	version = (uint32_t)get_le(buf + 8, 4);
+	version = (uint32_t)le_load32(buf + 8);
 	if (version != MEM_LAYER_VERSION)
 		return vm_error_set(err, EINVAL, "%s has memory layer version %u; this Smol reads version %d", what,
 				    version, MEM_LAYER_VERSION);
-	h->kind = (uint32_t)get_le(buf + 12, 4);
-	h->mem_size = get_le(buf + 16, 8);
-	h->data_offset = get_le(buf + 24, 8);
-	h->pages = get_le(buf + 32, 8);
+	h->kind = (uint32_t)le_load32(buf + 12);
+	h->mem_size = le_load64(buf + 16);
+	h->data_offset = le_load64(buf + 24);
+	h->pages = le_load64(buf + 32);
 	memcpy(h->id, buf + 40, SNAP_ID_SIZE);
 	if (h->kind != MEM_LAYER_FULL && h->kind != MEM_LAYER_DIFF)
 		return vm_error_set(err, EINVAL, "%s: unknown layer kind %u (1 full, 2 diff)", what, h->kind);
@@ -363,7 +349,7 @@ long mem_layer_header_parse(const uint8_t *buf, size_t len, uint64_t file_size, 
 				    file_size < h->data_offset + h->mem_size ? "truncated" : "too long");
 	if (len < h->data_offset)
 		return (long)h->data_offset;
-	if (get_le(buf + 56, 8) != header_crc(buf, h->kind, h->mem_size))
+	if (le_load64(buf + 56) != header_crc(buf, h->kind, h->mem_size))
 		return vm_error_set(err, EINVAL, "%s is corrupted: its header checksum does not match", what);
 	if (h->kind == MEM_LAYER_DIFF) {
 		uint64_t count = 0;
@@ -412,7 +398,7 @@ static int counted_ok(const struct snap_section *s, size_t entry, uint32_t max)
 
 	if (s->len < 4)
 		return 0;
-	count = get_le(s->data, 4);
+	count = le_load32(s->data);
 	return count <= max && s->len == 4 + count * entry;
 }
 
@@ -463,9 +449,9 @@ int snap_validate(const struct snap_blob *b, const char *what, struct snap_vm_in
 	vm = snap_find(b, SNAP_VM, 0);
 	if (!vm)
 		return vm_error_set(err, EINVAL, "%s: the VM section is missing", what);
-	info->mem_size = get_le(vm->data, 8);
-	info->nr_cpus = (uint32_t)get_le(vm->data + 8, 4);
-	info->tsc_khz = get_le(vm->data + 16, 8);
+	info->mem_size = le_load64(vm->data);
+	info->nr_cpus = (uint32_t)le_load32(vm->data + 8);
+	info->tsc_khz = le_load64(vm->data + 16);
 	if (!info->mem_size || info->mem_size % (1ULL << 20) || info->mem_size > (256ULL << 30))
 		return vm_error_set(err, EINVAL, "%s: memory size %llu bytes is not a whole number of MiB up to 256 GiB",
 				    what, (unsigned long long)info->mem_size);

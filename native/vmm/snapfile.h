@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define SNAP_MAGIC "SMOLSNAP"
-#define SNAP_VERSION 1
+#define SNAP_VERSION 2
 #define SNAP_HEADER_SIZE 64
 #define SNAP_TRAILER_SIZE 8
 #define SNAP_ID_SIZE 16

@@ -242,62 +242,35 @@ void uart_input_ready(struct uart *u)
 	pthread_mutex_unlock(&u->lock);
 }
 
-size_t uart_save(struct uart *u, uint8_t out[UART_STATE_MAX])
+void uart_get_state(struct uart *u, struct uart_state *s)
 {
-	size_t n = 0;
-
 	pthread_mutex_lock(&u->lock);
-	out[n++] = u->ier;
-	out[n++] = u->lcr;
-	out[n++] = u->mcr;
-	out[n++] = (uint8_t)(u->lsr_errors | (u->rx_offered ? UART_LSR_DR : 0));	/* DR: a polled read was offered a byte */
-	out[n++] = u->scr;
-	out[n++] = u->dll;
-	out[n++] = u->dlm;
-	out[n++] = u->fcr;
-	out[n++] = (uint8_t)u->thri_pending;
-	out[n++] = (uint8_t)u->rx_len;
+	*s = (struct uart_state){ .ier = u->ier, .lcr = u->lcr, .mcr = u->mcr, .scr = u->scr, .dll = u->dll,
+				  .dlm = u->dlm, .fcr = u->fcr, .thri_pending = (uint8_t)u->thri_pending,
+				  .rx_len = (uint8_t)u->rx_len };
+	s->lsr = (uint8_t)(u->lsr_errors | (u->rx_offered ? UART_LSR_DR : 0));	/* DR: a polled read was offered a byte */
 	for (unsigned i = 0; i < u->rx_len; i++)
-		out[n++] = u->rx[(u->rx_head + i) % UART_FIFO_SIZE];
+		s->rx[i] = u->rx[(u->rx_head + i) % UART_FIFO_SIZE];
 	pthread_mutex_unlock(&u->lock);
-	return n;
 }
 
-const char *uart_load(struct uart *u, const uint8_t *data, size_t len)
+void uart_set_state(struct uart *u, const struct uart_state *s)
 {
-	unsigned rx_len;
-
-	if (len < UART_STATE_FIXED)
-		return "shorter than the registers";
-	rx_len = data[9];
-	if (rx_len > UART_FIFO_SIZE)
-		return "more bytes in the receive FIFO than it holds";
-	if (len != UART_STATE_FIXED + rx_len)
-		return "its length does not match its receive FIFO";
-	if (data[8] > 1)
-		return "the transmit-interrupt flag is not 0 or 1";
-	if (!(data[7] & UART_FCR_ENABLE) && rx_len > 1)
-		return "more than one received byte with the FIFO off";
-	if ((data[0] & ~0x0f) || (data[2] & ~0x1f) || (data[3] & ~(UART_LSR_OE | UART_LSR_DR)) || (data[7] & ~0xc1))
-		return "a register has bits set that the UART never keeps";
-	if ((data[3] & UART_LSR_DR) && rx_len)
-		return "a byte offered from the host queue while the receive FIFO holds bytes";
 	pthread_mutex_lock(&u->lock);
-	u->ier = data[0];
-	u->lcr = data[1];
-	u->mcr = data[2];
-	u->lsr_errors = data[3] & UART_LSR_OE;
-	u->rx_offered = !!(data[3] & UART_LSR_DR);
-	u->scr = data[4];
-	u->dll = data[5];
-	u->dlm = data[6];
-	u->fcr = data[7];
-	u->thri_pending = data[8];
+	u->ier = s->ier;
+	u->lcr = s->lcr;
+	u->mcr = s->mcr;
+	u->lsr_errors = s->lsr & UART_LSR_OE;
+	u->rx_offered = !!(s->lsr & UART_LSR_DR);
+	u->scr = s->scr;
+	u->dll = s->dll;
+	u->dlm = s->dlm;
+	u->fcr = s->fcr;
+	u->thri_pending = s->thri_pending;
 	u->rx_head = 0;
-	u->rx_len = rx_len;
-	memcpy(u->rx, data + UART_STATE_FIXED, rx_len);
+	u->rx_len = s->rx_len;
+	memcpy(u->rx, s->rx, s->rx_len);
 	pthread_mutex_unlock(&u->lock);
-	return NULL;
 }
 
 void uart_resync_irq(struct uart *u)

@@ -76,14 +76,29 @@ void uart_write(struct uart *u, unsigned offset, uint8_t value);
 void uart_input_ready(struct uart *u);
 
 /*
- * Snapshots: the registers, the receive FIFO in order and the pending transmit interrupt, UART_STATE_FIXED bytes
- * plus the FIFO. The saved line-status byte has DR set when a polling guest was offered a byte from the host queue
- * and has not read RBR yet (the byte itself is in the saved console input). uart_load checks untrusted bytes and
- * returns what is wrong, or NULL. uart_resync_irq drives the interrupt line to what the registers say (after a
- * restore: a pending interrupt is raised again).
+ * State, as plain data (docs/snapshots.md, "com1"): the registers, the receive FIFO in order and the pending
+ * transmit interrupt. The line-status byte has DR set when a polling guest was offered a byte from the host queue
+ * and has not read RBR yet (the byte itself is in the saved console input). uart_state_decode checks untrusted
+ * bytes (uart_state.c) and returns what is wrong, or NULL; uart_get_state and uart_set_state take the UART's lock.
+ * uart_resync_irq drives the interrupt line to what the registers say (after a restore: a pending interrupt is
+ * raised again).
  */
+struct le_writer;
+
+struct uart_state {
+	uint8_t ier, lcr, mcr, lsr, scr, dll, dlm, fcr;
+	uint8_t thri_pending;
+	uint8_t rx_len;
+	uint8_t rx[UART_FIFO_SIZE];
+};
+
 #define UART_STATE_FIXED 10
 #define UART_STATE_MAX (UART_STATE_FIXED + UART_FIFO_SIZE)
+void uart_state_encode(const struct uart_state *s, struct le_writer *w);
+const char *uart_state_decode(const uint8_t *data, size_t len, struct uart_state *s);
+void uart_get_state(struct uart *u, struct uart_state *s);
+void uart_set_state(struct uart *u, const struct uart_state *s);
+/* The two together, as a device section holds them: the bytes written, or what is wrong (and nothing changed). */
 size_t uart_save(struct uart *u, uint8_t out[UART_STATE_MAX]);
 const char *uart_load(struct uart *u, const uint8_t *data, size_t len);
 void uart_resync_irq(struct uart *u);

@@ -1,7 +1,8 @@
 /*
  * virtio 1.x over MMIO (the "virtio-mmio" transport, version 2) and split virtqueues (docs/vmm.md, "Virtio").
  * This part is independent of KVM so the unit tests and the fuzzer drive it exactly as a driver would: the
- * transport's registers, the queues in guest memory, and the device's requests. virtio_vm.c wires it to a VM
+ * transport's registers, the queues in guest memory, and the device's requests. virtio_dev.c wires it to a VM, and each
+ * device's *_vm.c puts the device there
  * (MMIO window, ioeventfd, irqfd, event thread, snapshots).
  *
  * Everything in a queue is guest input: every address and length is checked through guest_mem_ptr, every index
@@ -158,14 +159,45 @@ void virtio_mmio_notify(struct virtio_mmio *t, uint32_t q);
 void virtio_mmio_kick_all_locked(struct virtio_mmio *t);
 
 /*
- * Snapshots: the transport's registers and every queue's position, VIRTIO_MMIO_STATE_LEN bytes, little-endian
- * (docs/snapshots.md). virtio_mmio_load checks untrusted bytes and returns what is wrong, or NULL.
+ * State, as plain data (docs/snapshots.md, "virtio devices"). A virtio device's state is where it sits (slot, GSI,
+ * window: the guest found it there at boot) and its transport: registers and every queue's position.
+ * virtio_dev_state_encode writes VIRTIO_DEV_STATE_LEN bytes; virtio_dev_state_decode reads them from untrusted
+ * input and checks what holds without a device (bits, ranges, unused queues zero), failing the reader with the
+ * reason. virtio_mmio_set_state checks the rest against the device and guest RAM, and returns what is wrong or NULL.
+ * get and set are called with the transport's lock held (or before its device runs).
  */
-#define VIRTIO_MMIO_STATE_LEN (40 + VIRTIO_MAX_QUEUES * 32)
-void virtio_mmio_save(const struct virtio_mmio *t, uint8_t out[VIRTIO_MMIO_STATE_LEN]);
-const char *virtio_mmio_load(struct virtio_mmio *t, const uint8_t *data, size_t len);
+struct le_reader;
+struct le_writer;
 
-/* ---- devices (virtio_blk.c, virtio_rng.c); virtio_vm.c puts them in a VM ---- */
+struct virtq_state {
+	uint16_t num, last_avail, used_idx;
+	uint8_t ready, broken;
+	uint64_t desc, avail, used;
+};
+
+struct virtio_mmio_state {
+	uint8_t nr_queues;
+	uint32_t status, dev_features_sel, drv_features_sel, queue_sel, int_status, config_gen;
+	uint64_t drv_features;
+	struct virtq_state q[VIRTIO_MAX_QUEUES];
+};
+
+struct virtio_dev_state {
+	uint8_t slot;
+	uint32_t gsi;
+	uint64_t base;
+	struct virtio_mmio_state transport;
+};
+
+#define VIRTIO_DEV_STATE_LEN (48 + VIRTIO_MAX_QUEUES * 32)
+void virtio_dev_state_encode(const struct virtio_dev_state *s, struct le_writer *w);
+void virtio_dev_state_decode(struct le_reader *r, struct virtio_dev_state *s);
+/* A section that is the device state alone (virtio-rng, virtio-console): what is wrong, or NULL. */
+const char *virtio_dev_state_parse(const uint8_t *data, size_t len, struct virtio_dev_state *s);
+void virtio_mmio_get_state(struct virtio_mmio *t, struct virtio_mmio_state *s);
+const char *virtio_mmio_set_state(struct virtio_mmio *t, const struct virtio_mmio_state *s);
+
+/* ---- devices (virtio_blk.c, virtio_rng.c, virtio_console.c; virtio_vsock.h); each *_vm.c puts its own in a VM ---- */
 
 #define VIRTIO_ID_BLOCK 2
 #define VIRTIO_ID_CONSOLE 3
@@ -193,6 +225,24 @@ struct virtio_blk {
 };
 
 extern const struct virtio_dev_ops virtio_blk_ops;
+
+/*
+ * Its state: the device's, then the disk layer a checkpoint froze (its absolute path, id and size; zeros for a raw
+ * image's id) and whether the VM had a writable layer over it (a restore then stacks a new one). Decoding checks
+ * the bytes alone and returns what is wrong, or NULL; whether the layer is still that one is the VM's to check.
+ */
+#define VIRTIO_BLK_PATH_MAX 3968	/* DISK_PATH_MAX */
+struct virtio_blk_state {
+	struct virtio_dev_state dev;
+	uint8_t writable;
+	uint64_t disk_size;
+	uint8_t layer_id[16];
+	char path[VIRTIO_BLK_PATH_MAX + 1];
+};
+
+#define VIRTIO_BLK_STATE_MAX (VIRTIO_DEV_STATE_LEN + 36 + VIRTIO_BLK_PATH_MAX)
+void virtio_blk_state_encode(const struct virtio_blk_state *s, struct le_writer *w);
+const char *virtio_blk_state_decode(const uint8_t *data, size_t len, struct virtio_blk_state *s);
 
 /* virtio-rng: one request queue, filled from getrandom(2); at most VIRTIO_RNG_MAX_REQUEST bytes per request. */
 #define VIRTIO_RNG_MAX_REQUEST 65536

@@ -7,11 +7,15 @@
 #include "disk.h"
 #include "error.h"
 #include "guest_mem.h"
+#include "le_codec.h"
 #include "virtio.h"
 
 #include <string.h>
 
 #define BLK_HEADER 16
+
+_Static_assert(VIRTIO_BLK_PATH_MAX == DISK_PATH_MAX && sizeof(((struct virtio_blk_state *)0)->layer_id) ==
+	       DISK_ID_SIZE, "a virtio-blk state holds a disk layer's path and id");
 
 static uint64_t blk_features(void *dev)
 {
@@ -156,3 +160,46 @@ const struct virtio_dev_ops virtio_blk_ops = {
 	.config_read = blk_config_read,
 	.queue_work = blk_queue_work,
 };
+
+/* ---- state (docs/snapshots.md, "virtio devices") ---- */
+
+void virtio_blk_state_encode(const struct virtio_blk_state *s, struct le_writer *w)
+{
+	size_t path_len = strlen(s->path);
+
+	virtio_dev_state_encode(&s->dev, w);
+	le_put_u8(w, s->writable);
+	le_put_zeros(w, 7);
+	le_put_u64(w, s->disk_size);
+	le_put_bytes(w, s->layer_id, DISK_ID_SIZE);
+	le_put_u16(w, (uint16_t)path_len);
+	le_put_u16(w, 0);
+	le_put_bytes(w, s->path, path_len);
+}
+
+const char *virtio_blk_state_decode(const uint8_t *data, size_t len, struct virtio_blk_state *s)
+{
+	struct le_reader r;
+	uint16_t path_len;
+
+	le_reader_init(&r, data, len);
+	virtio_dev_state_decode(&r, &s->dev);
+	s->writable = le_get_u8(&r);
+	if (s->writable > 1)
+		le_fail(&r, "the disk's writable flag is not 0 or 1");
+	le_get_zeros(&r, 7, "the disk's reserved bytes are not zero");
+	s->disk_size = le_get_u64(&r);
+	le_get_bytes(&r, s->layer_id, DISK_ID_SIZE);
+	path_len = le_get_u16(&r);
+	le_get_zeros(&r, 2, "the disk's reserved bytes are not zero");
+	if (!path_len || path_len > VIRTIO_BLK_PATH_MAX || path_len != le_remaining(&r))
+		le_fail(&r, "the disk's path length does not match the section");
+	s->path[0] = 0;
+	if (r.error || r.truncated)
+		return le_finish(&r);
+	le_get_bytes(&r, s->path, path_len);
+	s->path[path_len] = 0;
+	if (strlen(s->path) != path_len)
+		le_fail(&r, "the disk's path has a NUL in it");
+	return le_finish(&r);
+}

@@ -1,11 +1,11 @@
 /* The virtio-mmio transport, version 2 (virtio 1.2, 4.2.2): registers, status and feature negotiation, queues. */
 #include "guest_mem.h"
+#include "le_codec.h"
 #include "virtio.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#define STATE_VERSION 1
 #define KNOWN_STATUS (VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_DRIVER_OK | \
 		      VIRTIO_STATUS_FEATURES_OK | VIRTIO_STATUS_NEEDS_RESET | VIRTIO_STATUS_FAILED)
 
@@ -251,121 +251,137 @@ void virtio_mmio_access(struct virtio_mmio *t, uint64_t off, uint8_t *data, uint
 	pthread_mutex_unlock(&t->lock);
 }
 
-static void put16(uint8_t *p, uint16_t v)
+/* ---- state (docs/snapshots.md, "virtio devices") ---- */
+
+#define QUEUE_BITS(q) ((q)->num | (q)->ready | (q)->broken | (q)->last_avail | (q)->used_idx | (q)->desc | \
+		       (q)->avail | (q)->used)
+
+void virtio_dev_state_encode(const struct virtio_dev_state *s, struct le_writer *w)
 {
-	memcpy(p, &v, 2);
-}
+	const struct virtio_mmio_state *t = &s->transport;
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	memcpy(p, &v, 8);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return v;
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return v;
-}
-
-void virtio_mmio_save(const struct virtio_mmio *t, uint8_t out[VIRTIO_MMIO_STATE_LEN])
-{
-	memset(out, 0, VIRTIO_MMIO_STATE_LEN);
-	out[0] = STATE_VERSION;
-	out[1] = (uint8_t)t->ops->nr_queues;
-	put32(out + 4, t->status);
-	put32(out + 8, t->dev_features_sel);
-	put32(out + 12, t->drv_features_sel);
-	put64(out + 16, t->drv_features);
-	put32(out + 24, t->queue_sel);
-	put32(out + 28, t->int_status);
-	put32(out + 32, t->config_gen);
+	le_put_u8(w, s->slot);
+	le_put_u8(w, t->nr_queues);
+	le_put_u16(w, 0);
+	le_put_u32(w, s->gsi);
+	le_put_u64(w, s->base);
+	le_put_u32(w, t->status);
+	le_put_u32(w, t->dev_features_sel);
+	le_put_u32(w, t->drv_features_sel);
+	le_put_u32(w, t->queue_sel);
+	le_put_u64(w, t->drv_features);
+	le_put_u32(w, t->int_status);
+	le_put_u32(w, t->config_gen);
 	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++) {
-		const struct virtq *q = &t->q[i];
-		uint8_t *p = out + 40 + 32 * i;
+		const struct virtq_state *q = &t->q[i];
 
-		put16(p, q->num);
-		p[2] = q->ready;
-		p[3] = q->broken;
-		put16(p + 4, q->last_avail);
-		put16(p + 6, q->used_idx);
-		put64(p + 8, q->desc);
-		put64(p + 16, q->avail);
-		put64(p + 24, q->used);
+		le_put_u16(w, q->num);
+		le_put_u8(w, q->ready);
+		le_put_u8(w, q->broken);
+		le_put_u16(w, q->last_avail);
+		le_put_u16(w, q->used_idx);
+		le_put_u64(w, q->desc);
+		le_put_u64(w, q->avail);
+		le_put_u64(w, q->used);
 	}
 }
 
-const char *virtio_mmio_load(struct virtio_mmio *t, const uint8_t *data, size_t len)
+void virtio_dev_state_decode(struct le_reader *r, struct virtio_dev_state *s)
+{
+	struct virtio_mmio_state *t = &s->transport;
+
+	memset(s, 0, sizeof(*s));
+	s->slot = le_get_u8(r);
+	t->nr_queues = le_get_u8(r);
+	if (t->nr_queues < 1 || t->nr_queues > VIRTIO_MAX_QUEUES)
+		le_fail(r, "the number of queues is out of range");
+	le_get_zeros(r, 2, "the device's reserved bytes are not zero");
+	s->gsi = le_get_u32(r);
+	s->base = le_get_u64(r);
+	t->status = le_get_u32(r);
+	t->dev_features_sel = le_get_u32(r);
+	t->drv_features_sel = le_get_u32(r);
+	t->queue_sel = le_get_u32(r);
+	t->drv_features = le_get_u64(r);
+	t->int_status = le_get_u32(r);
+	t->config_gen = le_get_u32(r);
+	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++) {
+		struct virtq_state *q = &t->q[i];
+
+		q->num = le_get_u16(r);
+		q->ready = le_get_u8(r);
+		q->broken = le_get_u8(r);
+		q->last_avail = le_get_u16(r);
+		q->used_idx = le_get_u16(r);
+		q->desc = le_get_u64(r);
+		q->avail = le_get_u64(r);
+		q->used = le_get_u64(r);
+		if (q->ready > 1 || q->broken > 1 || q->num > VIRTQ_MAX_SIZE)
+			le_fail(r, "a queue's state is out of range");
+		if (i >= t->nr_queues && QUEUE_BITS(q))
+			le_fail(r, "state for a queue the device does not have");
+	}
+	if (t->status & ~KNOWN_STATUS)
+		le_fail(r, "the device status has unknown bits");
+	if (t->int_status & ~(uint32_t)(VIRTIO_INT_USED | VIRTIO_INT_CONFIG))
+		le_fail(r, "the interrupt status has unknown bits");
+}
+
+const char *virtio_dev_state_parse(const uint8_t *data, size_t len, struct virtio_dev_state *s)
+{
+	struct le_reader r;
+
+	le_reader_init(&r, data, len);
+	virtio_dev_state_decode(&r, s);
+	return le_finish(&r);
+}
+
+void virtio_mmio_get_state(struct virtio_mmio *t, struct virtio_mmio_state *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->nr_queues = (uint8_t)t->ops->nr_queues;
+	s->status = t->status;
+	s->dev_features_sel = t->dev_features_sel;
+	s->drv_features_sel = t->drv_features_sel;
+	s->drv_features = t->drv_features;
+	s->queue_sel = t->queue_sel;
+	s->int_status = t->int_status;
+	s->config_gen = t->config_gen;
+	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++) {
+		const struct virtq *q = &t->q[i];
+
+		s->q[i] = (struct virtq_state){ .num = q->num, .ready = q->ready, .broken = q->broken,
+						.last_avail = q->last_avail, .used_idx = q->used_idx, .desc = q->desc,
+						.avail = q->avail, .used = q->used };
+	}
+}
+
+const char *virtio_mmio_set_state(struct virtio_mmio *t, const struct virtio_mmio_state *s)
 {
 	struct virtq qs[VIRTIO_MAX_QUEUES];
-	uint32_t status, int_status;
-	uint64_t drv_features;
 
-	if (len != VIRTIO_MMIO_STATE_LEN)
-		return "the transport state has the wrong length";
-	if (data[0] != STATE_VERSION)
-		return "the transport state has an unknown version";
-	if (data[1] != t->ops->nr_queues || get16(data + 2) || get32(data + 36))
-		return "the transport state has another number of queues or non-zero reserved bytes";
-	status = get32(data + 4);
-	drv_features = get64(data + 16);
-	int_status = get32(data + 28);
-	if (status & ~KNOWN_STATUS)
-		return "the device status has unknown bits";
-	if ((status & VIRTIO_STATUS_FEATURES_OK) && (drv_features & ~offered(t)))
+	if (s->nr_queues != t->ops->nr_queues)
+		return "the transport state has another number of queues than the device";
+	if ((s->status & VIRTIO_STATUS_FEATURES_OK) && (s->drv_features & ~offered(t)))
 		return "the driver's features were never offered";
-	if (int_status & ~(uint32_t)(VIRTIO_INT_USED | VIRTIO_INT_CONFIG))
-		return "the interrupt status has unknown bits";
 	memset(qs, 0, sizeof(qs));
 	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++) {
+		const struct virtq_state *v = &s->q[i];
 		struct virtq *q = &qs[i];
-		const uint8_t *p = data + 40 + 32 * i;
 
-		q->num = get16(p);
-		q->ready = p[2];
-		q->broken = p[3];
-		q->last_avail = get16(p + 4);
-		q->used_idx = get16(p + 6);
-		q->desc = get64(p + 8);
-		q->avail = get64(p + 16);
-		q->used = get64(p + 24);
-		if (q->ready > 1 || q->broken > 1 || q->num > VIRTQ_MAX_SIZE)
-			return "a queue's state is out of range";
-		if (i >= t->ops->nr_queues && (q->num || q->ready || q->broken || q->desc || q->avail || q->used ||
-					       q->last_avail || q->used_idx))
-			return "state for a queue the device does not have";
+		*q = (struct virtq){ .num = v->num, .ready = v->ready, .broken = v->broken,
+				     .last_avail = v->last_avail, .used_idx = v->used_idx, .desc = v->desc,
+				     .avail = v->avail, .used = v->used };
 		if (q->ready && virtq_check_layout(q, t->mem))
 			return "a ready queue is not in guest RAM";
 	}
-	t->status = status;
-	t->dev_features_sel = get32(data + 8);
-	t->drv_features_sel = get32(data + 12);
-	t->drv_features = drv_features;
-	t->queue_sel = get32(data + 24);
-	t->int_status = int_status;
-	t->config_gen = get32(data + 32);
+	t->status = s->status;
+	t->dev_features_sel = s->dev_features_sel;
+	t->drv_features_sel = s->drv_features_sel;
+	t->drv_features = s->drv_features;
+	t->queue_sel = s->queue_sel;
+	t->int_status = s->int_status;
+	t->config_gen = s->config_gen;
 	memcpy(t->q, qs, sizeof(qs));
 	return NULL;
 }

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "error.h"
 #include "guest_mem.h"
+#include "le_codec.h"
 #include "virtio.h"
 #include "virtio_vsock.h"
 
@@ -771,4 +772,24 @@ void virtio_vsock_transport_reset(struct virtio_vsock *vs)
 	vs->reset_event = 1;
 	deliver_locked(vs);
 	pthread_mutex_unlock(&vs->t->lock);
+}
+
+/* ---- state (docs/snapshots.md, "virtio devices") ---- */
+
+void virtio_vsock_state_encode(const struct virtio_vsock_state *s, struct le_writer *w)
+{
+	virtio_dev_state_encode(&s->dev, w);
+	le_put_u64(w, s->guest_cid);
+}
+
+const char *virtio_vsock_state_decode(const uint8_t *data, size_t len, struct virtio_vsock_state *s)
+{
+	struct le_reader r;
+
+	le_reader_init(&r, data, len);
+	virtio_dev_state_decode(&r, &s->dev);
+	s->guest_cid = le_get_u64(&r);
+	if (s->guest_cid < 3 || s->guest_cid > UINT32_MAX)
+		le_fail(&r, "the guest's CID is out of range (3 to 2^32 - 1)");
+	return le_finish(&r);
 }

@@ -21,6 +21,10 @@
 #include <stdint.h>
 #include <sys/un.h>
 
+#include "virtio.h"
+
+struct le_writer;
+
 struct virtio_mmio;
 struct vm_error;
 
@@ -94,5 +98,18 @@ void virtio_vsock_exit(struct virtio_vsock *vs);
 void virtio_vsock_transport_reset(struct virtio_vsock *vs);
 
 extern const struct virtio_dev_ops virtio_vsock_ops;
+
+/*
+ * Its state: the device's and the guest's CID (3 to 2^32 - 1). Connections are not state: a restored or forked VM
+ * tells the guest they were reset. Decoding checks untrusted bytes and returns what is wrong, or NULL.
+ */
+struct virtio_vsock_state {
+	struct virtio_dev_state dev;
+	uint64_t guest_cid;
+};
+
+#define VIRTIO_VSOCK_STATE_LEN (VIRTIO_DEV_STATE_LEN + 8)
+void virtio_vsock_state_encode(const struct virtio_vsock_state *s, struct le_writer *w);
+const char *virtio_vsock_state_decode(const uint8_t *data, size_t len, struct virtio_vsock_state *s);
 
 #endif

@@ -215,9 +215,16 @@ describe('untrusted snapshots', () => {
     const dir = copy(full);
     const state = path.join(dir, 'state');
     const bytes = readFileSync(state);
-    bytes.writeUInt32LE(2, 8);
+    bytes.writeUInt32LE(3, 8);
     writeFileSync(state, bytes);
-    await refused(dir, /format version 2; this Smol reads version 1 \(written by a newer Smol\)/);
+    await refused(dir, /format version 3; this Smol reads version 2 \(written by a newer Smol\)/);
+  });
+
+  it('refuses a snapshot of the old format 1, naming its version', async () => {
+    // A real format-1 state (native/tests/samples: an echo guest with every device), in place of this one's.
+    const dir = copy(full);
+    cpSync(path.resolve('native/tests/samples/state-v1.bin'), path.join(dir, 'state'));
+    await refused(dir, /format version 1; this Smol reads version 2 \(written by an older Smol\)/);
   });
 
   it('refuses something that is not a snapshot', async () => {
@@ -298,5 +305,62 @@ describe('dirty tracking', () => {
     await fromFull.waitFor(/verify=(ok|bad)\n/);
     expect(fromFull.output()).toContain('verify=ok'); // round 0: every page still zero
     await fromFull.vm.kill();
+  });
+});
+
+/** The device names of a state blob's DEVICE sections, in file order (docs/snapshots.md, "state"). */
+function deviceSections(state: Buffer): string[] {
+  const names: string[] = [];
+  for (let at = 64, n = state.readUInt32LE(56); n > 0; n--) {
+    const kind = state.readUInt32LE(at);
+    const len = Number(state.readBigUInt64LE(at + 8));
+    if (kind === 64) names.push(state.toString('latin1', at + 17, at + 17 + state[at + 16]!));
+    at += 16 + len + ((8 - (len % 8)) % 8);
+  }
+  return names;
+}
+
+describe('a VM with every device', () => {
+  it('saves every device in setup order, and restores and forks with each one in its place', async () => {
+    const dir = mkdtempSync(path.join(work, 'devices-'));
+    const disk = path.join(dir, 'disk.img');
+    writeFileSync(disk, Buffer.alloc(1 << 20));
+    const guest = await startGuest('echo', {
+      rng: true,
+      virtioConsole: true,
+      vsock: { cid: 7, path: path.join(dir, 'parent.sock') },
+      disk: { base: disk, top: path.join(dir, 'top-0') },
+    });
+    guest.vm.write('one ');
+    await guest.waitFor(/one /);
+    const info = await guest.vm.checkpoint(newDir(), undefined, { diskTop: path.join(dir, 'top-1') });
+    // Setup order is by level (core, platform, virtio) and then by name, never by link order.
+    expect(deviceSections(readFileSync(path.join(info.dir, 'state')))).toEqual([
+      'com1',
+      'vmgenid',
+      'virtio-blk',
+      'virtio-console',
+      'virtio-rng',
+      'virtio-vsock',
+    ]);
+    // The virtio-console's driver is not up (the echo guest uses COM1), so input goes to COM1.
+    const [child] = await guest.vm.fork(1, {
+      diskTop: path.join(dir, 'top-2'),
+      childDiskTops: [path.join(dir, 'top-child')],
+      childVsockPaths: [path.join(dir, 'child.sock')],
+    });
+    const forked = { vm: child!, ...watchConsole(child!) };
+    child!.write('two');
+    await forked.waitFor(/two/);
+    await Promise.all([child!.kill(), guest.vm.kill()]);
+
+    const vm = await Vm.restore(info.dir, { diskTop: path.join(dir, 'top-3'), vsockPath: path.join(dir, 'r.sock') });
+    const restored = { vm, ...watchConsole(vm) };
+    vm.start();
+    vm.write('three');
+    await restored.waitFor(/three/);
+    expect(restored.output()).toBe('three');
+    await vm.kill();
+    await expect(Vm.restore(info.dir, { diskTop: path.join(dir, 'top-4') })).rejects.toThrow(/vsockPath/);
   });
 });
