@@ -225,7 +225,7 @@ describe('the UI against a real engine', () => {
     await vmTabs().first().click();
     await treeSettled();
     await page.getByRole('treeitem', { name: /^Snapshot before-fork/ }).click();
-    await page.getByRole('button', { name: 'Restore…' }).click();
+    await page.getByRole('button', { name: /^Restore echo-\d+ here…$/ }).click();
     const dialog = page.getByRole('dialog', { name: /^Restore .* to before-fork$/ });
     await visible(dialog.getByText('keeps where it is now as a restore-point snapshot', { exact: false }));
     await dialog.getByLabel('Checkpoint name').fill('pre-restore');

@@ -3,6 +3,7 @@ import { useEffect } from 'react';
 import { useApp, useAppState } from './app-context.js';
 import { pruneConsoleSessions } from './console/console-sessions.js';
 import { installShortcuts } from './shortcuts.js';
+import { closeEpisode, setPaletteOpen } from './store/selection.js';
 import { CommandPalette } from './views/CommandPalette.js';
 import { Dialogs } from './views/Dialogs.js';
 import { EpisodeList } from './views/EpisodeList.js';
@@ -40,12 +41,12 @@ export function App() {
   return (
     <div className="app">
       <header className="topbar">
-        <button className="brand link" onClick={() => app.store.setState({ episodeId: null, snapshotId: null })}>
+        <button className="brand link" onClick={() => closeEpisode(app.store)}>
           Smol Studio
         </button>
         <Connection />
         <div className="spacer" />
-        <button onClick={() => app.store.setState({ paletteOpen: true })} aria-label="Open the command palette">
+        <button onClick={() => setPaletteOpen(app.store, true)} aria-label="Open the command palette">
           Commands <kbd>Ctrl K</kbd>
         </button>
       </header>

@@ -2,6 +2,7 @@
 // where it applies (a VM is selected, a snapshot is selected, …).
 import type { App } from './app-context.js';
 import type { AppState } from './store/app-store.js';
+import { closeEpisode, openDialog, openEpisode, selectedVmId } from './store/selection.js';
 
 export interface Command {
   id: string;
@@ -13,19 +14,19 @@ export interface Command {
 
 export function commands(app: App, state: AppState): Command[] {
   const { store, operations } = app;
-  const set = store.setState;
-  const vm = state.vmId ? state.engine.vms[state.vmId] : undefined;
+  const dialog = (d: Parameters<typeof openDialog>[1]) => openDialog(store, d);
+  // The selected VM of the open episode, or its successor when the one chosen is gone (selection.ts).
+  const vmId = selectedVmId(state);
+  const vm = vmId ? state.engine.vms[vmId] : undefined;
   const snapshot = state.snapshotId ? state.engine.snapshots[state.snapshotId] : undefined;
   const episode = state.episodeId ? state.engine.episodes[state.episodeId] : undefined;
-  const list: Command[] = [
-    { id: 'new', title: 'New episode…', keys: 'N', run: () => set({ dialog: { kind: 'new-episode' } }) },
-  ];
+  const list: Command[] = [{ id: 'new', title: 'New episode…', keys: 'N', run: () => dialog({ kind: 'new-episode' }) }];
   if (episode)
     list.push({
       id: 'back',
       title: 'Back to episodes',
       keys: 'Esc',
-      run: () => set({ episodeId: null, snapshotId: null }),
+      run: () => closeEpisode(store),
     });
   if (vm && episode) {
     const live = vm.state === 'running' || vm.state === 'paused';
@@ -34,13 +35,13 @@ export function commands(app: App, state: AppState): Command[] {
         id: 'checkpoint',
         title: `Checkpoint ${vm.name}…`,
         keys: 'C',
-        run: () => set({ dialog: { kind: 'checkpoint', vmId: vm.id } }),
+        run: () => dialog({ kind: 'checkpoint', vmId: vm.id }),
       });
       list.push({
         id: 'fork',
         title: `Fork ${vm.name}…`,
         keys: 'F',
-        run: () => set({ dialog: { kind: 'fork', vmId: vm.id, snapshotId: null } }),
+        run: () => dialog({ kind: 'fork', vmId: vm.id, snapshotId: null }),
       });
       list.push({ id: 'stop', title: `Stop ${vm.name}`, run: () => void operations.lifecycle(vm.id, 'stop') });
     }
@@ -61,7 +62,7 @@ export function commands(app: App, state: AppState): Command[] {
         id: 'restore',
         title: `Restore ${vm.name} to ${snapshot.name}…`,
         keys: 'R',
-        run: () => set({ dialog: { kind: 'restore', vmId: vm.id, snapshotId: snapshot.id } }),
+        run: () => dialog({ kind: 'restore', vmId: vm.id, snapshotId: snapshot.id }),
       });
     }
   }
@@ -69,7 +70,7 @@ export function commands(app: App, state: AppState): Command[] {
     list.push({
       id: 'fork-snapshot',
       title: `Fork from snapshot ${snapshot.name}…`,
-      run: () => set({ dialog: { kind: 'fork', vmId: null, snapshotId: snapshot.id } }),
+      run: () => dialog({ kind: 'fork', vmId: null, snapshotId: snapshot.id }),
     });
     if (snapshot.kind !== 'base') {
       list.push({
@@ -109,7 +110,7 @@ export function commands(app: App, state: AppState): Command[] {
       list.push({
         id: `open:${id}`,
         title: `Open episode ${e.name}`,
-        run: () => set({ episodeId: id, snapshotId: null, vmId: e.vmIds[0] ?? null }),
+        run: () => openEpisode(store, id, e.vmIds[0] ?? null),
       });
     }
   }

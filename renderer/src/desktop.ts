@@ -4,12 +4,13 @@
 import type { SmolBridge } from '../../electron/preload/bridge-types.js';
 import type { App } from './app-context.js';
 import { commands } from './commands.js';
+import { setPaletteOpen } from './store/selection.js';
 
 /** Runs a menu command; false when it does not apply right now (no VM selected for `checkpoint`, say). */
 export function runMenuCommand(app: App, command: string, doc: Pick<Document, 'getElementById'> = document): boolean {
   const state = app.store.getState();
   if (command === 'palette') {
-    app.store.setState({ paletteOpen: true });
+    setPaletteOpen(app.store, true);
     return true;
   }
   if (command === 'search') {

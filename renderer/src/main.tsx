@@ -15,6 +15,7 @@ import { ElectronTransport, smolBridge } from './transport/electron-transport.js
 import { takePageToken } from './transport/page-token.js';
 import type { Transport } from './transport/transport.js';
 import { WebTransport } from './transport/web-transport.js';
+import { CrashPage } from './views/CrashPage.js';
 
 const bridge = smolBridge(window);
 const transport: Transport = bridge
@@ -29,7 +30,9 @@ if (bridge) installDesktop({ store, operations, transport, metrics }, bridge);
 createRoot(document.getElementById('root')!).render(
   <StrictMode>
     <AppContext.Provider value={{ store, operations, transport, metrics }}>
-      <App />
+      <CrashPage>
+        <App />
+      </CrashPage>
     </AppContext.Provider>
   </StrictMode>,
 );

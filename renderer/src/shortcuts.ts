@@ -2,6 +2,7 @@
 // (anywhere) open the palette; single keys run commands when no text field or console has the focus.
 import type { App } from './app-context.js';
 import { commands } from './commands.js';
+import { setPaletteOpen } from './store/selection.js';
 
 const SINGLE: Record<string, string> = {
   n: 'new',
@@ -28,7 +29,7 @@ export function installShortcuts(app: App, target: Window = window): () => void 
     const inConsole = (event.target as HTMLElement | null)?.closest?.('.xterm') != null;
     if (event.key.toLowerCase() === 'k' && (event.ctrlKey || event.metaKey) && (event.shiftKey || !inConsole)) {
       event.preventDefault();
-      app.store.setState({ paletteOpen: !state.paletteOpen });
+      setPaletteOpen(app.store, !state.paletteOpen);
       return;
     }
     if (state.paletteOpen || state.dialog || typing(event.target) || event.ctrlKey || event.metaKey || event.altKey)

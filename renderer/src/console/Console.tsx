@@ -3,11 +3,12 @@
 import { useEffect, useRef, useState, useSyncExternalStore } from 'react';
 import { useApp, useAppState } from '../app-context.js';
 import { consoleSession } from './console-sessions.js';
+import { useImplicitCr } from './implicit-cr.js';
 
 export function Console({ vmId }: { vmId: string }) {
   const { transport } = useApp();
   const host = useRef<HTMLDivElement>(null);
-  const session = consoleSession(vmId, transport);
+  const session = consoleSession(vmId, transport, useImplicitCr(vmId));
   const status = useSyncExternalStore(
     (listener) => session.onStatus(listener),
     () => session.status,

@@ -51,8 +51,10 @@ export class ConsoleSession {
   constructor(
     readonly vm: string,
     readonly transport: Transport,
+    implicitCr = false,
   ) {
     this.terminal = new Terminal({
+      convertEol: implicitCr, // a bare serial guest's LF (implicit-cr.ts)
       fontFamily: 'ui-monospace, "JetBrains Mono", "DejaVu Sans Mono", monospace',
       fontSize: 13,
       scrollback: 5000,
@@ -150,11 +152,14 @@ export class ConsoleSession {
 
 const sessions = new Map<string, ConsoleSession>();
 
-export function consoleSession(vm: string, transport: Transport): ConsoleSession {
+/** The console of `vm`, made on first use; `implicitCr` (implicit-cr.ts) applies to what it prints from now on. */
+export function consoleSession(vm: string, transport: Transport, implicitCr = false): ConsoleSession {
   let session = sessions.get(vm);
   if (!session) {
-    session = new ConsoleSession(vm, transport);
+    session = new ConsoleSession(vm, transport, implicitCr);
     sessions.set(vm, session);
+  } else if (session.terminal.options.convertEol !== implicitCr) {
+    session.terminal.options.convertEol = implicitCr;
   }
   return session;
 }

@@ -7,8 +7,10 @@ import { useEffect, useMemo, useRef, useState } from 'react';
 import { useShallow } from 'zustand/react/shallow';
 import { useApp, useAppState } from '../app-context.js';
 import { TERMINAL_THEME } from '../console/console-sessions.js';
+import { useImplicitCr } from '../console/implicit-cr.js';
 import { formatClock } from '../format.js';
 import { snapshotsOf } from '../store/engine-state.js';
+import { openDialog } from '../store/selection.js';
 import { outputIndexAt, snapshotAt, type Recording } from './asciicast.js';
 import { useRecording } from './use-recording.js';
 
@@ -68,11 +70,16 @@ function Player({
   const snapshots = useMemo(() => snapshotsOf(base, timeline, byId), [base, timeline, byId]);
   // The terminal is made once per VM (the Player is keyed by it): every recording of one VM has the same size.
   const size = useRef({ cols: recording.width, rows: recording.height });
+  // As the live console takes the bytes (console/implicit-cr.ts); set before the first write.
+  const implicitCr = useImplicitCr(vmId);
+  const convertEol = useRef(implicitCr);
+  convertEol.current = implicitCr;
   const duration = recording.duration;
 
   useEffect(() => {
     const terminal = new Terminal({
       ...size.current,
+      convertEol: convertEol.current,
       disableStdin: true,
       theme: TERMINAL_THEME,
       fontSize: 12,
@@ -174,13 +181,13 @@ function Player({
           title={
             here ? `The VM moves to ${here.snapshot.name} (${here.marker.label})` : 'No snapshot before this point'
           }
-          onClick={() => here && store.setState({ dialog: { kind: 'restore', vmId, snapshotId: here.snapshot.id } })}
+          onClick={() => here && openDialog(store, { kind: 'restore', vmId, snapshotId: here.snapshot.id })}
         >
           {here ? `Restore here (${here.snapshot.name})` : 'Restore here'}
         </button>
         <button
           disabled={!here}
-          onClick={() => here && store.setState({ dialog: { kind: 'fork', vmId: null, snapshotId: here.snapshot.id } })}
+          onClick={() => here && openDialog(store, { kind: 'fork', vmId: null, snapshotId: here.snapshot.id })}
         >
           Fork here
         </button>

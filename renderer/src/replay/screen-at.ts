@@ -2,9 +2,13 @@
 import { Terminal } from '@xterm/xterm';
 import { outputIndexAt, type Recording } from './asciicast.js';
 
-/** Replays the output up to `time` into a terminal that is never shown, and reads its screen. */
-export function screenAt(recording: Recording, time: number): Promise<string> {
+/**
+ * Replays the output up to `time` into a terminal that is never shown, and reads its screen; `implicitCr` as the
+ * console of that VM (console/implicit-cr.ts).
+ */
+export function screenAt(recording: Recording, time: number, implicitCr = false): Promise<string> {
   const terminal = new Terminal({
+    convertEol: implicitCr,
     cols: recording.width,
     rows: recording.height,
     scrollback: 0,

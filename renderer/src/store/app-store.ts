@@ -5,6 +5,7 @@ import type { EngineEvent } from '../../../src/api/schema.js';
 import { call, type StreamState, type Transport } from '../transport/transport.js';
 import type { MetricsStore } from './metrics.js';
 import { applyEvent, emptyEngineState, loadEpisodes, loadSnapshots, type EngineState } from './engine-state.js';
+import { successorOf } from './selection.js';
 
 export interface Toast {
   id: number;
@@ -81,11 +82,18 @@ export function applyEvents(store: AppStore, events: readonly EngineEvent[]): vo
       engine,
       // What was open and is gone closes.
       episodeId: gone(state.episodeId) ? null : state.episodeId,
-      vmId: state.vmId && !(state.vmId in engine.vms) ? null : state.vmId,
+      // A selected VM that is gone hands the selection to its neighbour in the episode (selection.ts).
+      vmId: state.vmId && !(state.vmId in engine.vms) ? successorAfterRemoval(state, engine, state.vmId) : state.vmId,
       snapshotId: state.snapshotId && !(state.snapshotId in engine.snapshots) ? null : state.snapshotId,
       ticked: state.ticked.filter((id) => id in engine.episodes),
     };
   });
+}
+
+function successorAfterRemoval(state: AppState, engine: EngineState, gone: string): string | null {
+  const episode = state.engine.vms[gone]?.episode;
+  const order = episode ? (state.engine.episodes[episode]?.vmIds ?? []) : [];
+  return successorOf(order, gone, (id) => id in engine.vms && !state.pendingDeletes.includes(id));
 }
 
 let nextToast = 1;

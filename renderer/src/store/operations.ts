@@ -4,6 +4,7 @@
 import type { CreateEpisodeResponse, ForkResponse, Snapshot, Vm } from '../../../src/api/schema.js';
 import { call, type Transport } from '../transport/transport.js';
 import { dismissToast, toast, type AppStore } from './app-store.js';
+import { selectedVmId, shownVmIds, successorOf } from './selection.js';
 
 /** How long a delete waits for Undo. */
 export const UNDO_MS = 6000;
@@ -110,7 +111,13 @@ export class Operations {
   }
 
   removeVm(id: string): void {
-    const name = this.store.getState().engine.vms[id]?.name ?? id;
+    const state = this.store.getState();
+    const name = state.engine.vms[id]?.name ?? id;
+    // The selection moves to its neighbour now (the VM is hidden at once), not when the delete goes out.
+    if (selectedVmId(state) === id) {
+      const shown = shownVmIds(state);
+      this.store.setState({ vmId: successorOf(shown, id, (other) => other !== id) });
+    }
     this.#deleteLater(id, `VM ${name} removed`, () =>
       call(this.transport, 'removeVm', { params: { vm: id }, query: { force: 'true' } }),
     );

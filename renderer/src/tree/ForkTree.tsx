@@ -19,14 +19,16 @@ import type { Vm } from '../../../src/api/schema.js';
 import { useApp, useAppState } from '../app-context.js';
 import { formatTime } from '../format.js';
 import { snapshotsOf } from '../store/engine-state.js';
+import { expandChain, selectSnapshot, selectVm, selectedVmId, shownVmIds } from '../store/selection.js';
 import { flowNodes, treeViewport, type ChainData, type ChainNode, type SnapshotNode } from './flow-nodes.js';
 import { layoutTree } from './tree-layout.js';
 
 const SnapshotCard = memo(function SnapshotCard({ data }: NodeProps<SnapshotNode>) {
-  const { snapshot, here, selected } = data;
+  const { store } = useApp();
+  const { snapshot, here, selected, current } = data;
   return (
     <div
-      className={`tree-node kind-${snapshot.kind}${selected ? ' selected' : ''}`}
+      className={`tree-node kind-${snapshot.kind}${selected ? ' selected' : ''}${current ? ' current' : ''}`}
       role="treeitem"
       aria-selected={selected}
       aria-label={`Snapshot ${snapshot.name}${here.length ? `, here: ${here.map((vm) => vm.name).join(', ')}` : ''}`}
@@ -40,9 +42,19 @@ const SnapshotCard = memo(function SnapshotCard({ data }: NodeProps<SnapshotNode
       {here.length > 0 && (
         <div className="here" aria-label="You are here">
           {here.map((vm) => (
-            <span key={vm.id} className={`here-vm state-${vm.state}`} title={`${vm.name} is here (${vm.state})`}>
+            <button
+              key={vm.id}
+              className={`here-vm nodrag nopan state-${vm.state}${vm.id === current ? ' current' : ''}`}
+              title={`${vm.name} is here (${vm.state}); click to select it`}
+              aria-label={`Select VM ${vm.name}`}
+              aria-pressed={vm.id === current}
+              onClick={(event) => {
+                event.stopPropagation(); // the VM, not the snapshot
+                selectVm(store, vm.id);
+              }}
+            >
               ▶ {vm.name}
-            </span>
+            </button>
           ))}
         </div>
       )}
@@ -81,10 +93,10 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
   const timeline = useAppState((s) => s.engine.timeline[episodeId]);
   const snapshotsById = useAppState((s) => s.engine.snapshots);
   const selected = useAppState((s) => s.snapshotId);
+  const selectedVm = useAppState(selectedVmId);
   const expanded = useAppState(useShallow((s) => s.expandedChains[episodeId] ?? []));
-  const vms = useAppState(
-    useShallow((s) => (s.engine.episodes[episodeId]?.vmIds ?? []).map((id) => s.engine.vms[id]).filter((vm) => !!vm)),
-  );
+  // Not the VMs waiting for their delete (hidden already, as in the tabs).
+  const vms = useAppState(useShallow((s) => shownVmIds(s, episodeId).map((id) => s.engine.vms[id]!)));
   const pending = useAppState(useShallow((s) => s.pendingDeletes));
   // A snapshot waiting for its delete is hidden already; its children hang from its parent, as they will.
   const snapshots = useMemo(() => {
@@ -116,8 +128,8 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
     [shapeKey, keepKey, expanded],
   );
   const nodes = useMemo(
-    () => flowNodes(layout, snapshotsById, here, selected),
-    [layout, snapshotsById, here, selected],
+    () => flowNodes(layout, snapshotsById, here, selected, selectedVm),
+    [layout, snapshotsById, here, selected, selectedVm],
   );
   const edges = useMemo<Edge[]>(
     () =>
@@ -165,11 +177,8 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
         }}
         onNodeClick={(_event, node) => {
           if (node.type === 'chain') {
-            const first = (node.data as ChainData).first;
-            store.setState((s) => ({
-              expandedChains: { ...s.expandedChains, [episodeId]: [...(s.expandedChains[episodeId] ?? []), first] },
-            }));
-          } else store.setState({ snapshotId: node.id });
+            expandChain(store, episodeId, (node.data as ChainData).first);
+          } else selectSnapshot(store, node.id);
         }}
         nodesDraggable={false}
         nodesConnectable={false}

@@ -21,7 +21,8 @@ const HANDLES: NodeHandle[] = [
   { id: null, type: 'source', position: Position.Right, x: NODE_W - 1, y: NODE_H / 2 - 0.5, width: 1, height: 1 },
 ];
 
-export type SnapshotData = { snapshot: Snapshot; here: Vm[]; selected: boolean };
+/** `current`: the selected VM is here (its node is highlighted, its badge marked). */
+export type SnapshotData = { snapshot: Snapshot; here: Vm[]; selected: boolean; current: string | null };
 export type ChainData = { count: number; first: string; from: string; to: string };
 export type SnapshotNode = Node<SnapshotData, 'snapshot'>;
 export type ChainNode = Node<ChainData, 'chain'>;
@@ -31,6 +32,7 @@ export function flowNodes(
   snapshotsById: Readonly<Record<string, Snapshot>>,
   here: ReadonlyMap<string, Vm[]>,
   selected: string | null,
+  selectedVm: string | null = null,
 ): (SnapshotNode | ChainNode)[] {
   return layout.nodes.map((node) => {
     const position = { x: node.depth * DEPTH_STEP, y: node.breadth * BREADTH_STEP };
@@ -46,7 +48,9 @@ export function flowNodes(
       };
       return { id: node.id, type: 'chain', position, data, ...size } satisfies ChainNode;
     }
-    const data = { snapshot: snapshotsById[node.id]!, here: here.get(node.id) ?? [], selected: node.id === selected };
+    const vms = here.get(node.id) ?? [];
+    const current = vms.some((vm) => vm.id === selectedVm) ? selectedVm : null;
+    const data = { snapshot: snapshotsById[node.id]!, here: vms, selected: node.id === selected, current };
     return {
       id: node.id,
       type: 'snapshot',

@@ -2,12 +2,13 @@
 import { useMemo, useState } from 'react';
 import { useApp, useAppState } from '../app-context.js';
 import { commands } from '../commands.js';
+import { setPaletteOpen } from '../store/selection.js';
 import { Modal } from './Modal.js';
 
 export function CommandPalette() {
   const app = useApp();
   const open = useAppState((s) => s.paletteOpen);
-  return open ? <Palette close={() => app.store.setState({ paletteOpen: false })} /> : null;
+  return open ? <Palette close={() => setPaletteOpen(app.store, false)} /> : null;
 }
 
 function Palette({ close }: { close: () => void }) {

@@ -2,10 +2,12 @@
 // restore (which says what happens and offers a named checkpoint first). Each shows its progress and failure in
 // place and closes when the engine answered.
 import { useEffect, useState } from 'react';
+import { useShallow } from 'zustand/react/shallow';
 import type { SmolfileExamples } from '../../../src/api/schema.js';
 import { useApp, useAppState } from '../app-context.js';
 import type { Dialog } from '../store/app-store.js';
 import { call } from '../transport/transport.js';
+import { closeDialog, shownVmIds } from '../store/selection.js';
 import { Modal } from './Modal.js';
 
 const NAME_RULE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -17,7 +19,7 @@ function nameProblem(name: string): string | null {
 
 function useClose() {
   const { store } = useApp();
-  return () => store.setState({ dialog: null });
+  return () => closeDialog(store);
 }
 
 function Failure({ on }: { on: string }) {
@@ -199,9 +201,15 @@ function Fork({ vmId, snapshotId }: { vmId: string | null; snapshotId: string | 
   );
 }
 
-function Restore({ vmId, snapshotId }: { vmId: string; snapshotId: string }) {
+function Restore({ vmId: chosen, snapshotId }: { vmId: string; snapshotId: string }) {
   const { operations } = useApp();
   const close = useClose();
+  // The VM it moves: the one the action was for, or another of the episode the user picks here.
+  const [vmId, setVmId] = useState(chosen);
+  // Strings, so the shallow comparison sees an unchanged list as unchanged.
+  const choices = useAppState(
+    useShallow((s) => shownVmIds(s).map((id) => `${id}\t${s.engine.vms[id]!.name} (${s.engine.vms[id]!.state})`)),
+  ).map((choice) => ({ id: choice.split('\t')[0]!, label: choice.split('\t')[1]! }));
   const vm = useAppState((s) => s.engine.vms[vmId]);
   const target = useAppState((s) => s.engine.snapshots[snapshotId]);
   const busy = useAppState((s) => s.busy[`vm:${vmId}`]);
@@ -220,9 +228,21 @@ function Restore({ vmId, snapshotId }: { vmId: string; snapshotId: string }) {
           void operations.restore(vmId, snapshotId, first).then((restored) => restored && close());
         }}
       >
+        {choices.length > 1 && (
+          <label>
+            VM to move
+            <select value={vmId} onChange={(e) => setVmId(e.target.value)} aria-label="VM to restore">
+              {choices.map((choice) => (
+                <option key={choice.id} value={choice.id}>
+                  {choice.label}
+                </option>
+              ))}
+            </select>
+          </label>
+        )}
         <p>
-          The VM’s processes end and it continues from <strong>{target?.name ?? snapshotId}</strong>: its memory, disk
-          and console as they were then.{' '}
+          <strong>{vm?.name ?? vmId}</strong>’s processes end and it continues from{' '}
+          <strong>{target?.name ?? snapshotId}</strong>: its memory, disk and console as they were then.{' '}
           {live && 'The engine keeps where it is now as a restore-point snapshot, so nothing is lost.'}
         </p>
         {live && (

@@ -6,6 +6,7 @@ import { useShallow } from 'zustand/react/shallow';
 import { useApp, useAppState } from '../app-context.js';
 import { useNow } from '../clock.js';
 import { formatBytes, formatDuration, formatTime } from '../format.js';
+import { openDialog, openEpisode, setSearch, setTicked, toggleTicked } from '../store/selection.js';
 import { Sparklines } from './Sparkline.js';
 import { StateBadge } from './StateBadge.js';
 
@@ -68,9 +69,8 @@ const EpisodeRow = memo(function EpisodeRow({ id, index }: { id: string; index: 
     return vm?.exit ? `${vm.exit.reason}${vm.exit.message ? `: ${vm.exit.message}` : ''}` : null;
   });
   if (!episode) return null;
-  const open = () => store.setState({ episodeId: id, snapshotId: null, vmId: episode.vmIds[0] ?? null });
-  const tick = () =>
-    store.setState((s) => ({ ticked: s.ticked.includes(id) ? s.ticked.filter((t) => t !== id) : [...s.ticked, id] }));
+  const open = () => openEpisode(store, id, episode.vmIds[0] ?? null);
+  const tick = () => toggleTicked(store, id);
   return (
     <tr className={ticked ? 'ticked' : undefined} aria-selected={ticked} aria-rowindex={index + 2}>
       <td className="check">
@@ -137,7 +137,7 @@ export function EpisodeList() {
           placeholder="Search episodes  /"
           aria-label="Search episodes"
           value={search}
-          onChange={(e) => store.setState({ search: e.target.value })}
+          onChange={(e) => setSearch(store, e.target.value)}
         />
         <div className="spacer" />
         <span className="muted" aria-live="polite">
@@ -156,7 +156,7 @@ export function EpisodeList() {
         >
           Delete selected
         </button>
-        <button className="primary" onClick={() => store.setState({ dialog: { kind: 'new-episode' } })}>
+        <button className="primary" onClick={() => openDialog(store, { kind: 'new-episode' })}>
           New episode
         </button>
       </div>
@@ -167,7 +167,7 @@ export function EpisodeList() {
             <>
               <p>Start one from a Smolfile here, or from a terminal:</p>
               <pre>smol up -f smolfiles/echo.smolfile</pre>
-              <button className="primary" onClick={() => store.setState({ dialog: { kind: 'new-episode' } })}>
+              <button className="primary" onClick={() => openDialog(store, { kind: 'new-episode' })}>
                 New episode
               </button>
             </>
@@ -185,7 +185,7 @@ export function EpisodeList() {
                     type="checkbox"
                     aria-label="Select all shown episodes"
                     checked={allTicked}
-                    onChange={() => store.setState({ ticked: allTicked ? [] : ids })}
+                    onChange={() => setTicked(store, allTicked ? [] : ids)}
                   />
                 </th>
                 <th>Episode</th>

@@ -8,6 +8,7 @@ import { Console } from '../console/Console.js';
 import { formatBytes, formatDuration } from '../format.js';
 import { Replay } from '../replay/Replay.js';
 import { ForkTree } from '../tree/ForkTree.js';
+import { closeEpisode, openDialog, selectVm, selectedVmId, shownVmIds } from '../store/selection.js';
 import { SnapshotDetails } from './SnapshotDetails.js';
 import { Sparklines } from './Sparkline.js';
 import { StateBadge } from './StateBadge.js';
@@ -28,13 +29,13 @@ function VmActions({ vmId }: { vmId: string }) {
   const can = { start: vm.state === 'suspended', stop: live, reset: vm.state !== 'creating' };
   return (
     <div className="vm-actions" role="group" aria-label={`Actions for ${vm.name}`}>
-      <button disabled={!live || !!busy} onClick={() => store.setState({ dialog: { kind: 'checkpoint', vmId } })}>
+      <span className="acting-on" title="The selected VM: these buttons, the palette and the shortcuts act on it">
+        <span className="muted">VM</span> <strong data-testid="acting-on">{vm.name}</strong>
+      </span>
+      <button disabled={!live || !!busy} onClick={() => openDialog(store, { kind: 'checkpoint', vmId })}>
         Checkpoint…
       </button>
-      <button
-        disabled={!live || !!busy}
-        onClick={() => store.setState({ dialog: { kind: 'fork', vmId, snapshotId: null } })}
-      >
+      <button disabled={!live || !!busy} onClick={() => openDialog(store, { kind: 'fork', vmId, snapshotId: null })}>
         Fork…
       </button>
       {vm.state === 'paused' ? (
@@ -97,7 +98,7 @@ function VmTab({ vmId, active }: { vmId: string; active: boolean }) {
       role="tab"
       aria-selected={active}
       className={`vm-tab${active ? ' active' : ''}`}
-      onClick={() => store.setState({ vmId })}
+      onClick={() => selectVm(store, vmId)}
       aria-label={`VM ${vm.name}`}
       title={vm.exit ? `${vm.exit.reason}: ${vm.exit.message}` : vm.id}
     >
@@ -117,20 +118,17 @@ function VmTab({ vmId, active }: { vmId: string; active: boolean }) {
 export function EpisodeView({ episodeId }: { episodeId: string }) {
   const { store, operations } = useApp();
   const episode = useAppState((s) => s.engine.episodes[episodeId]);
-  const vmIds = useAppState(
-    useShallow((s) => (s.engine.episodes[episodeId]?.vmIds ?? []).filter((id) => !s.pendingDeletes.includes(id))),
-  );
-  const selectedVm = useAppState((s) => s.vmId);
+  const vmIds = useAppState(useShallow((s) => shownVmIds(s, episodeId)));
+  const vmId = useAppState(selectedVmId);
   const snapshotId = useAppState((s) =>
     s.snapshotId && !s.pendingDeletes.includes(s.snapshotId) ? s.snapshotId : null,
   );
   const [pane, setPane] = useState<'console' | 'replay'>('console');
   if (!episode) return null;
-  const vmId = selectedVm && vmIds.includes(selectedVm) ? selectedVm : (vmIds[0] ?? null);
   return (
     <section className="episode" aria-label={`Episode ${episode.name}`}>
       <header className="episode-head">
-        <button onClick={() => store.setState({ episodeId: null, snapshotId: null })} aria-label="Back to episodes">
+        <button onClick={() => closeEpisode(store)} aria-label="Back to episodes">
           ← Episodes
         </button>
         <h2>{episode.name}</h2>

@@ -7,22 +7,25 @@ import { formatBytes, formatTime } from '../format.js';
 import { markerOf } from '../replay/asciicast.js';
 import { screenAt } from '../replay/screen-at.js';
 import { useRecording } from '../replay/use-recording.js';
+import { openDialog, selectSnapshot, selectedVmId } from '../store/selection.js';
+import { useImplicitCr } from '../console/implicit-cr.js';
 
 function LastScreen({ vmId, snapshotId }: { vmId: string; snapshotId: string }) {
   const snapshot = useAppState((s) => s.engine.snapshots[snapshotId]);
   const result = useRecording(vmId, snapshotId);
   const [text, setText] = useState<string | null>(null);
+  const implicitCr = useImplicitCr(vmId);
   useEffect(() => {
     setText(null);
     if (result.state !== 'ready' || !snapshot) return;
     const marker = markerOf(result.recording, snapshot);
     if (!marker) return setText('');
     let current = true;
-    void screenAt(result.recording, marker.time).then((screen) => current && setText(screen));
+    void screenAt(result.recording, marker.time, implicitCr).then((screen) => current && setText(screen));
     return () => {
       current = false;
     };
-  }, [result, snapshot]);
+  }, [result, snapshot, implicitCr]);
   if (result.state === 'failed') return <p className="muted">No screen: {result.message}</p>;
   if (text === null) return <p className="muted">Reading the recording…</p>;
   if (text === '') return <p className="muted">The recording has no mark for this snapshot.</p>;
@@ -47,11 +50,12 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
   const here = useAppState(
     useShallow((s) =>
       Object.values(s.engine.vms)
-        .filter((vm) => vm.snapshot === snapshotId && vm.state !== 'destroyed')
+        .filter((vm) => vm.snapshot === snapshotId && vm.state !== 'destroyed' && !s.pendingDeletes.includes(vm.id))
         .map((vm) => vm.name),
     ),
   );
-  const activeVm = useAppState((s) => s.vmId);
+  const activeVm = useAppState(selectedVmId);
+  const activeName = useAppState((s) => (activeVm ? (s.engine.vms[activeVm]?.name ?? activeVm) : null));
   const busy = useAppState((s) => s.busy[`snapshot:${snapshotId}`]);
   const failure = useAppState((s) => s.failures[`snapshot:${snapshotId}`]);
   const [name, setName] = useState('');
@@ -107,7 +111,7 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
         <dt>Parent</dt>
         <dd>
           {parent ? (
-            <button className="link" onClick={() => store.setState({ snapshotId: snapshot.parent })}>
+            <button className="link" onClick={() => selectSnapshot(store, snapshot.parent)}>
               {parent}
             </button>
           ) : (
@@ -130,13 +134,12 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
       <div className="row wrap">
         <button
           disabled={!activeVm}
-          onClick={() =>
-            activeVm && store.setState({ dialog: { kind: 'restore', vmId: activeVm, snapshotId: snapshot.id } })
-          }
+          title={activeName ? `Moves ${activeName} to this snapshot; the dialog lets you choose another VM` : undefined}
+          onClick={() => activeVm && openDialog(store, { kind: 'restore', vmId: activeVm, snapshotId: snapshot.id })}
         >
-          Restore…
+          {activeName ? `Restore ${activeName} here…` : 'Restore…'}
         </button>
-        <button onClick={() => store.setState({ dialog: { kind: 'fork', vmId: null, snapshotId: snapshot.id } })}>
+        <button onClick={() => openDialog(store, { kind: 'fork', vmId: null, snapshotId: snapshot.id })}>
           Fork from here…
         </button>
         <button
