@@ -5,6 +5,7 @@ import { benchBoot, type BootBenchResult } from '../bench/boot.js';
 import { benchConsole, formatConsoleBenchResult } from '../bench/console.js';
 import { benchExec, benchFiles } from '../bench/agent.js';
 import { benchDisk, formatDiskBenchResult, type DiskBenchResult } from '../bench/disk.js';
+import { benchImage, formatImageBenchResult } from '../bench/image.js';
 import { benchReset } from '../bench/reset.js';
 import { benchRestoreLinux } from '../bench/restore-linux.js';
 import { benchSdk } from '../bench/sdk.js';
@@ -32,6 +33,7 @@ export const BENCHMARKS = [
   'console',
   'disk',
   'sdk',
+  'image',
 ] as const;
 const SNAPSHOT_BENCHMARKS = ['snapshot', 'restore', 'fork', 'fanout'] as const;
 /** Guest RAM sizes the snapshot benchmarks measure unless --memory names one. */
@@ -54,6 +56,7 @@ export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--ke
        smol bench disk [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
                        [--cmdline STR] [--qemu FILE]
        smol bench sdk [--json] [--runs N] [--forks N] [-f SMOLFILE]
+       smol bench image [--json] [--runs N]
 
 Benchmarks:
   vm-create   create → first serial byte of a printing tiny guest, and a create+kill cycle
@@ -92,6 +95,9 @@ Benchmarks:
               same engine and VM, taking turns each run: an exec round trip (a guest with the agent;
               else a console round trip: type, see the echo) and a fork(8) until the children run;
               prints both and the ratio Python/TypeScript (goal: at most 1.2)
+  image       pull and convert a ~100 MiB OCI image (this machine's files, 3 layers) from a registry on
+              loopback (docker-registry) into a root disk, against skopeo copy + tar -x + mke2fs -d by hand
+              in the same run; prints both and the ratio (goal: at most 1.2). As root; 3 runs by default
 
 Options:
   --runs N        measured runs per metric, 1 to 10000 (default 20 for vm-create, snapshot, restore
@@ -142,7 +148,8 @@ export type BenchArgs =
   | { name: 'reset' | 'exec' | 'files'; json: boolean; runs: number; smolfile: string }
   | { name: 'ui'; json: boolean; runs: number; episodes: number; snapshots: number; lines: number; chromium: string }
   | { name: 'console'; json: boolean; runs: number; lines: number }
-  | { name: 'sdk'; json: boolean; runs: number; smolfile: string; forks: number };
+  | { name: 'sdk'; json: boolean; runs: number; smolfile: string; forks: number }
+  | { name: 'image'; json: boolean; runs: number };
 
 const FLAGS = {
   json: { type: 'boolean', default: false },
@@ -226,6 +233,16 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   }
   const flags = parseFlags('bench', rest, FLAGS);
   if (flags.help) return 'help';
+  if (name === 'image') {
+    const misplaced = Object.keys(flags).find((flag) => !['json', 'runs', 'linux', 'help'].includes(flag));
+    if (misplaced || flags.linux)
+      throw new UsageError('bench', `--${misplaced ?? 'linux'} is not an option of the image benchmark`);
+    return {
+      name,
+      json: flags.json,
+      runs: parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 100, default: 3 }),
+    };
+  }
   for (const file of ['kernel', 'initrd', 'qemu', 'file'] as const) {
     if (flags[file] === '') throw new UsageError('bench', `--${file} needs a file`);
   }
@@ -344,6 +361,12 @@ export async function runBench(argv: string[]): Promise<number> {
   const args = parseBenchArgs(argv);
   if (args === 'help') {
     process.stdout.write(BENCH_HELP);
+    return 0;
+  }
+  if (args.name === 'image') {
+    const progress = (line: string) => process.stderr.write(`bench image: ${line}\n`);
+    const result = await benchImage({ runs: args.runs, progress });
+    process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatImageBenchResult(result));
     return 0;
   }
   if (args.name === 'console') {
