@@ -11,6 +11,19 @@ namespace {
 
 enum class Event { kOutput, kExit };
 
+// Device resources by device name (vm.h, struct vm_device_resource): the strings owned here, the C view made on
+// demand. From JavaScript's `resources: { 'virtio-blk': { path }, 'virtio-vsock': { path } }`; the binding knows
+// no device names, the VMM checks them.
+struct Resources {
+  std::vector<std::pair<std::string, std::string>> entries;  // device, path
+
+  std::vector<struct vm_device_resource> View() const {
+    std::vector<struct vm_device_resource> list;
+    for (const auto& [device, path] : entries) list.push_back({device.c_str(), path.c_str()});
+    return list;
+  }
+};
+
 constexpr size_t kReadChunk = 256 * 1024;
 
 }  // namespace
@@ -23,8 +36,9 @@ struct VmWrap::Host {
   Napi::FunctionReference on_exit;
   Napi::ObjectReference self;  // weak until start(), strong while the VM runs
   std::string kernel, initrd, cmdline;
-  std::string disk, disk_top;  // disk_top: for a restore or fork child, the new writable layer
-  std::string vsock_path;      // the vsock device's host socket (also for a restore or fork child)
+  std::string disk, disk_top;  // the disk of a VM that boots (config.disk)
+  std::string vsock_path;      // its vsock device's host socket (config.vsock.path)
+  Resources resources;         // for a restore or fork child: what its devices need from the host
   struct vm_config config = {};
   int ops_in_flight = 0;       // pause/kill workers that still use `vm`
   bool exited = false;
@@ -141,9 +155,9 @@ class CreateWorker : public Napi::AsyncWorker {
       return;
     }
     struct vm_snapshot* snap = nullptr;
-    if (vm_snapshot_open(restore_dir_.c_str(), &snap, &err) < 0 ||
-        vm_restore(snap, host_->config.console_limit, host_->disk_top.empty() ? nullptr : host_->disk_top.c_str(),
-                   host_->vsock_path.empty() ? nullptr : host_->vsock_path.c_str(), &cb, &host_->vm, &err) < 0)
+    std::vector<struct vm_device_resource> resources = host_->resources.View();
+    struct vm_restore_params params = {host_->config.console_limit, &cb, resources.data(), resources.size()};
+    if (vm_snapshot_open(restore_dir_.c_str(), &snap, &err) < 0 || vm_restore(snap, &params, &host_->vm, &err) < 0)
       Fail(err);
     vm_snapshot_put(snap);
   }
@@ -233,22 +247,29 @@ std::string StringProp(const Napi::Object& o, const char* key, bool required) {
   return v.As<Napi::String>().Utf8Value();
 }
 
-// options[key]: a non-empty path, or absent ("").
-std::string PathOption(const Napi::Value& options, const char* key, const char* what) {
-  if (options.IsUndefined() || options.IsNull()) return "";
-  if (!options.IsObject()) throw Napi::TypeError::New(options.Env(), std::string(what) + ": options must be an object");
-  Napi::Value v = options.As<Napi::Object>().Get(key);
-  if (v.IsUndefined() || v.IsNull()) return "";
-  if (!v.IsString() || v.As<Napi::String>().Utf8Value().empty())
-    throw Napi::TypeError::New(options.Env(), std::string(what) + ": " + key + " must be a non-empty path");
-  return v.As<Napi::String>().Utf8Value();
+// options.resources: { [device]: { path } }, or absent (none).
+Resources ResourcesOption(const Napi::Value& options, const std::string& what) {
+  Napi::Env env = options.Env();
+  Resources out;
+  if (options.IsUndefined() || options.IsNull()) return out;
+  if (!options.IsObject()) throw Napi::TypeError::New(env, what + ": options must be an object");
+  Napi::Value v = options.As<Napi::Object>().Get("resources");
+  if (v.IsUndefined() || v.IsNull()) return out;
+  if (!v.IsObject() || v.IsArray())
+    throw Napi::TypeError::New(env, what + ": resources must be an object keyed by device name");
+  Napi::Object by_device = v.As<Napi::Object>();
+  Napi::Array names = by_device.GetPropertyNames();
+  for (uint32_t i = 0; i < names.Length(); i++) {
+    std::string device = names.Get(i).ToString().Utf8Value();
+    Napi::Value entry = by_device.Get(device);
+    Napi::Value path = entry.IsObject() ? entry.As<Napi::Object>().Get("path") : env.Undefined();
+    if (!path.IsString() || path.As<Napi::String>().Utf8Value().empty())
+      throw Napi::TypeError::New(env, what + ": resources[\"" + device + "\"].path must be a non-empty path");
+    out.entries.emplace_back(device, path.As<Napi::String>().Utf8Value());
+  }
+  return out;
 }
 
-std::string DiskTopOption(const Napi::Value& options, const char* what) { return PathOption(options, "diskTop", what); }
-
-std::string VsockPathOption(const Napi::Value& options, const char* what) {
-  return PathOption(options, "vsockPath", what);
-}
 
 int64_t IntProp(const Napi::Object& o, const char* key) {
   Napi::Value v = o.Get(key);
@@ -361,12 +382,10 @@ Napi::Value VmWrap::Restore(const Napi::CallbackInfo& info) {
   uint64_t console_limit = 0;
   if (!options.Get("consoleBufferBytes").IsUndefined())
     console_limit = static_cast<uint64_t>(IntProp(options, "consoleBufferBytes"));
-  std::string disk_top = DiskTopOption(options, "restoreVm");
-  std::string vsock_path = VsockPathOption(options, "restoreVm");
+  Resources resources = ResourcesOption(options, "restoreVm");
   VmWrap::Host* host = NewHost(env, info[2].As<Napi::Function>(), info[3].As<Napi::Function>());
   host->config.console_limit = console_limit;
-  host->disk_top = std::move(disk_top);
-  host->vsock_path = std::move(vsock_path);
+  host->resources = std::move(resources);
   auto* worker = new CreateWorker(env, host, info[0].As<Napi::String>().Utf8Value());
   Napi::Promise promise = worker->Promise();
   worker->Queue();
@@ -383,11 +402,11 @@ struct Progress {
 class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
  public:
   CheckpointWorker(const Napi::Object& wrapper, VmWrap::Host* host, std::string dir, Napi::Value on_progress,
-                   std::string disk_top)
+                   Resources resources)
       : Napi::AsyncProgressWorker<Progress>(wrapper.Env(), "smol:checkpoint"),
         held_(wrapper, host),
         dir_(std::move(dir)),
-        disk_top_(std::move(disk_top)) {
+        resources_(std::move(resources)) {
     if (on_progress.IsFunction()) on_progress_ = Napi::Persistent(on_progress.As<Napi::Function>());
   }
   Napi::Promise Promise() { return held_.deferred.Promise(); }
@@ -396,7 +415,9 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     struct vm_error err = {};
     struct vm_snapshot* snap = nullptr;
     progress_ = &progress;
-    if (vm_checkpoint(held_.host->vm, disk_top_.empty() ? nullptr : disk_top_.c_str(), &snap, &stats_, &err) < 0) {
+    std::vector<struct vm_device_resource> resources = resources_.View();
+    struct vm_checkpoint_params params = {resources.data(), resources.size()};
+    if (vm_checkpoint(held_.host->vm, &params, &snap, &stats_, &err) < 0) {
       Fail(err);
       return;
     }
@@ -448,7 +469,8 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     self->progress_->Send(&p, 1);
   }
   HeldHost held_;
-  std::string dir_, disk_top_, disk_;
+  std::string dir_, disk_;
+  Resources resources_;
   Napi::FunctionReference on_progress_;
   const ExecutionProgress* progress_ = nullptr;
   uint64_t last_sent_ = 0;
@@ -461,17 +483,19 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
 class ForkWorker : public Napi::AsyncWorker {
  public:
   ForkWorker(const Napi::Object& wrapper, VmWrap::Host* parent, std::vector<VmWrap::Host*> children,
-             std::string disk_top)
+             Resources resources)
       : Napi::AsyncWorker(wrapper.Env(), "smol:fork"),
         held_(wrapper, parent),
         children_(std::move(children)),
-        disk_top_(std::move(disk_top)) {}
+        resources_(std::move(resources)) {}
   Napi::Promise Promise() { return held_.deferred.Promise(); }
 
   void Execute() override {
     struct vm_error err = {};
     struct vm_snapshot* snap = nullptr;
-    if (vm_checkpoint(held_.host->vm, disk_top_.empty() ? nullptr : disk_top_.c_str(), &snap, &stats_, &err) < 0) {
+    std::vector<struct vm_device_resource> resources = resources_.View();
+    struct vm_checkpoint_params params = {resources.data(), resources.size()};
+    if (vm_checkpoint(held_.host->vm, &params, &snap, &stats_, &err) < 0) {
       code_ = err.code;
       SetError(std::string("cannot fork: ") + err.msg);
       return;
@@ -479,10 +503,10 @@ class ForkWorker : public Napi::AsyncWorker {
     for (size_t i = 0; i < children_.size(); i++) {
       VmWrap::Host* child = children_[i];
       struct vm_callbacks cb = {child, OnOutput, OnExit};
-      if (vm_restore(snap, held_.host->config.console_limit,
-                     child->disk_top.empty() ? nullptr : child->disk_top.c_str(),
-                     child->vsock_path.empty() ? nullptr : child->vsock_path.c_str(), &cb, &child->vm, &err) < 0 ||
-          vm_start(child->vm, &err) < 0) {
+      std::vector<struct vm_device_resource> child_resources = child->resources.View();
+      struct vm_restore_params child_params = {held_.host->config.console_limit, &cb, child_resources.data(),
+                                               child_resources.size()};
+      if (vm_restore(snap, &child_params, &child->vm, &err) < 0 || vm_start(child->vm, &err) < 0) {
         code_ = err.code;
         SetError("cannot fork child " + std::to_string(i + 1) + " of " + std::to_string(children_.size()) + ": " +
                  err.msg);
@@ -513,7 +537,7 @@ class ForkWorker : public Napi::AsyncWorker {
   int code_ = 0;
   HeldHost held_;
   std::vector<VmWrap::Host*> children_;
-  std::string disk_top_;
+  Resources resources_;
   struct vm_checkpoint_stats stats_ = {};
 };
 
@@ -553,9 +577,9 @@ Napi::Value VmWrap::Checkpoint(const Napi::CallbackInfo& info) {
     throw Napi::TypeError::New(info.Env(), "checkpoint(dir, onProgress?) expects a directory path");
   if (info.Length() > 1 && !info[1].IsUndefined() && !info[1].IsFunction())
     throw Napi::TypeError::New(info.Env(), "checkpoint(dir, onProgress?, options?): onProgress must be a function");
-  std::string disk_top = DiskTopOption(info.Length() > 2 ? info[2] : info.Env().Undefined(), "checkpoint");
+  Resources resources = ResourcesOption(info.Length() > 2 ? info[2] : info.Env().Undefined(), "checkpoint");
   auto* worker = new CheckpointWorker(info.This().As<Napi::Object>(), host_, info[0].As<Napi::String>().Utf8Value(),
-                                      info.Length() > 1 ? info[1] : info.Env().Undefined(), std::move(disk_top));
+                                      info.Length() > 1 ? info[1] : info.Env().Undefined(), std::move(resources));
   Napi::Promise p = worker->Promise();
   worker->Queue();
   return p;
@@ -575,21 +599,17 @@ Napi::Value VmWrap::Fork(const Napi::CallbackInfo& info) {
         !v.As<Napi::Object>().Get("onExit").IsFunction())
       throw Napi::TypeError::New(env, "fork: child " + std::to_string(i + 1) + " needs onConsole and onExit functions");
   }
-  std::string disk_top = DiskTopOption(info.Length() > 1 ? info[1] : env.Undefined(), "fork");
-  std::vector<std::string> child_tops, child_vsocks;
-  for (uint32_t i = 0; i < list.Length(); i++) {
-    std::string what = "fork: child " + std::to_string(i + 1);
-    child_tops.push_back(DiskTopOption(list.Get(i), what.c_str()));
-    child_vsocks.push_back(VsockPathOption(list.Get(i), what.c_str()));
-  }
+  Resources resources = ResourcesOption(info.Length() > 1 ? info[1] : env.Undefined(), "fork");
+  std::vector<Resources> child_resources;
+  for (uint32_t i = 0; i < list.Length(); i++)
+    child_resources.push_back(ResourcesOption(list.Get(i), "fork: child " + std::to_string(i + 1)));
   std::vector<VmWrap::Host*> children;
   for (uint32_t i = 0; i < list.Length(); i++) {
     Napi::Object o = list.Get(i).As<Napi::Object>();
     children.push_back(NewHost(env, o.Get("onConsole").As<Napi::Function>(), o.Get("onExit").As<Napi::Function>()));
-    children.back()->disk_top = child_tops[i];
-    children.back()->vsock_path = child_vsocks[i];
+    children.back()->resources = std::move(child_resources[i]);
   }
-  auto* worker = new ForkWorker(info.This().As<Napi::Object>(), host_, std::move(children), std::move(disk_top));
+  auto* worker = new ForkWorker(info.This().As<Napi::Object>(), host_, std::move(children), std::move(resources));
   Napi::Promise p = worker->Promise();
   worker->Queue();
   return p;

@@ -540,20 +540,64 @@ static void devices_resume(struct vm *vm)
 			vm->devices[i].type->resume(vm, vm->devices[i].state);
 }
 
-int vm_checkpoint(struct vm *vm, const char *disk_top, struct vm_snapshot **out, struct vm_checkpoint_stats *stats,
-		  struct vm_error *err)
+const struct vm_device_resource *vm_device_resource_find(const struct vm_device_resource *resources, size_t nr,
+							 const char *device)
+{
+	for (size_t i = 0; i < nr; i++)
+		if (resources[i].device && !strcmp(resources[i].device, device))
+			return &resources[i];
+	return NULL;
+}
+
+/* Every entry names a registered device, once, with a path. */
+static int check_resources(const struct vm_device_resource *resources, size_t nr, struct vm_error *err)
+{
+	for (size_t i = 0; i < nr; i++) {
+		const char *name = resources[i].device;
+		const struct device_type *t = device_types();
+
+		if (!name || !*name)
+			return vm_error_set(err, EINVAL, "device resource %zu has no device name", i + 1);
+		while (t && strcmp(t->name, name))
+			t = t->next;
+		if (!t)
+			return vm_error_set(err, EINVAL, "device resource for \"%s\": no device has that name", name);
+		if (vm_device_resource_find(resources, i, name))
+			return vm_error_set(err, EINVAL, "device resource for \"%s\" given twice", name);
+		if (!resources[i].path || !*resources[i].path)
+			return vm_error_set(err, EINVAL, "device resource for \"%s\" has no path", name);
+	}
+	return 0;
+}
+
+/* The path of `device`'s resource, or NULL. */
+static const char *resource_path(const struct vm_device_resource *resources, size_t nr, const char *device)
+{
+	const struct vm_device_resource *r = vm_device_resource_find(resources, nr, device);
+
+	return r ? r->path : NULL;
+}
+
+int vm_checkpoint(struct vm *vm, const struct vm_checkpoint_params *params, struct vm_snapshot **out,
+		  struct vm_checkpoint_stats *stats, struct vm_error *err)
 {
 	struct vm_checkpoint_stats st = { 0 };
 	struct snap_writer w;
 	uint8_t id[SNAP_ID_SIZE];
 	double t0 = now_ms();
 	int was_running, ret;
+	const struct vm_device_resource *resources = params ? params->resources : NULL;
+	size_t nr_resources = params ? params->nr_resources : 0;
 
+	ret = check_resources(resources, nr_resources, err);
+	if (ret < 0)
+		return vm_error_prefix(err, "cannot checkpoint: ");
 	ret = vm_hold(vm, &was_running, err);
 	if (ret < 0)
 		return vm_error_prefix(err, "cannot checkpoint: ");
 	snap_writer_init(&w);
-	vm->devcfg.next_disk_top = disk_top;
+	/* The devices' entries, where their device config takes them (the next device module reads its own). */
+	vm->devcfg.next_disk_top = resource_path(resources, nr_resources, "virtio-blk");
 	ret = devices_quiesce(vm, err);
 	if (ret < 0) {
 		vm_release(vm, was_running);
@@ -1144,16 +1188,19 @@ static int devices_restore(struct vm *vm, const struct vm_snapshot *s, struct vm
 	return 0;
 }
 
-int vm_restore(struct vm_snapshot *s, uint64_t console_limit, const char *disk_top, const char *vsock_path,
-	       const struct vm_callbacks *cb, struct vm **out, struct vm_error *err)
+int vm_restore(struct vm_snapshot *s, const struct vm_restore_params *params, struct vm **out, struct vm_error *err)
 {
+	const char *disk_top = resource_path(params->resources, params->nr_resources, "virtio-blk");
+	const char *vsock_path = resource_path(params->resources, params->nr_resources, "virtio-vsock");
 	struct vm *vm;
 	int ret;
 
-	ret = vm_check_console_limit(console_limit, err);
+	ret = vm_check_console_limit(params->console_limit, err);
+	if (!ret)
+		ret = check_resources(params->resources, params->nr_resources, err);
 	if (ret < 0)
 		return ret;
-	vm = vm_alloc((int)s->info.nr_cpus, console_limit, cb, err);
+	vm = vm_alloc((int)s->info.nr_cpus, params->console_limit, params->cb, err);
 	if (!vm)
 		return -1;
 	vm->restoring = &s->parsed;	/* the devices the snapshot has state for are the ones the VM gets */

@@ -109,8 +109,8 @@ static int blk_quiesce(struct vm *vm, void *state, struct vm_error *err)
 	if (!b->writable)
 		return 0;
 	if (!vm->devcfg.next_disk_top)
-		ret = vm_error_set(err, EINVAL, "the VM has a writable disk: a checkpoint needs a path for the disk "
-				   "layer it goes on with (diskTop)");
+		ret = vm_error_set(err, EINVAL, "the VM has a writable disk: a checkpoint needs a \"virtio-blk\" "
+				   "resource, the path of the disk layer it goes on with");
 	else
 		ret = disk_freeze_and_stack(b->blk.disk, vm->devcfg.next_disk_top, err);
 	if (ret < 0)
@@ -163,8 +163,8 @@ static int blk_load(struct vm *vm, void *state, const uint8_t *data, size_t len,
 		return vm_error_set(err, EINVAL, "disk layer %s is not the one the snapshot froze (replaced?)", s.path);
 	if (s.writable) {
 		if (!vm->devcfg.disk_top)
-			return vm_error_set(err, EINVAL, "the VM had a writable disk: restoring it needs a path for its "
-					    "new disk layer (diskTop)");
+			return vm_error_set(err, EINVAL, "the VM had a writable disk: restoring it needs a "
+					    "\"virtio-blk\" resource, the path of its new disk layer");
 		disk_close(b->blk.disk);
 		b->blk.disk = NULL;
 		ret = disk_layer_create(vm->devcfg.disk_top, s.path, err);

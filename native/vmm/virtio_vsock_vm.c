@@ -42,8 +42,8 @@ static int vsock_setup(struct vm *vm, void **state, struct vm_error *err)
 	if (!vdev_wanted(vm, "virtio-vsock", !!vm->devcfg.vsock_path))
 		return 1;
 	if (!vm->devcfg.vsock_path)
-		return vm_error_set(err, EINVAL, "the VM had a vsock device: restoring it needs a path for its socket "
-				    "(vsockPath)");
+		return vm_error_set(err, EINVAL, "the VM had a vsock device: restoring it needs a \"virtio-vsock\" "
+				    "resource, the path of its socket");
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return vm_error_set(err, ENOMEM, "out of memory for the virtio-vsock");

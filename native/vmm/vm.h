@@ -104,12 +104,34 @@ struct vm_snapshot_info {
 typedef void (*vm_progress_fn)(void *opaque, uint64_t done, uint64_t total);
 
 /*
+ * What one device needs from the host at a restore, checkpoint or fork, keyed by the device's name (Firecracker's
+ * LoadSnapshotParams in small): a new device adds an entry, not a parameter. Today:
+ *   "virtio-blk"    path: the new writable disk layer (it must not exist) over the one the snapshot froze
+ *   "virtio-vsock"  path: the Unix socket the vsock muxer listens on
+ * A name no registered device has is refused (EINVAL), so is a name given twice.
+ */
+struct vm_device_resource {
+	const char *device;
+	const char *path;
+};
+
+struct vm_checkpoint_params {
+	const struct vm_device_resource *resources;
+	size_t nr_resources;
+};
+
+/* The entry for `device` in a list of resources, or NULL. */
+const struct vm_device_resource *vm_device_resource_find(const struct vm_device_resource *resources, size_t nr,
+							 const char *device);
+
+/*
  * Parks the vCPUs only while state is captured and memory frozen; a running VM runs again before this returns.
  * A VM with a writable disk freezes its top layer (the snapshot records it) and goes on writing to a new layer at
- * `disk_top`, which must be given then and must not exist.
+ * the "virtio-blk" resource's path, which must be given then and must not exist. `params` may be NULL (no
+ * resources).
  */
-int vm_checkpoint(struct vm *vm, const char *disk_top, struct vm_snapshot **out, struct vm_checkpoint_stats *stats,
-		  struct vm_error *err);
+int vm_checkpoint(struct vm *vm, const struct vm_checkpoint_params *params, struct vm_snapshot **out,
+		  struct vm_checkpoint_stats *stats, struct vm_error *err);
 /* Publishes the snapshot atomically as `dir`, which must not exist. Blocks for the disk writes. */
 int vm_snapshot_write(struct vm_snapshot *snap, const char *dir, vm_progress_fn progress, void *opaque,
 		      struct vm_snapshot_info *info, struct vm_error *err);
@@ -117,14 +139,22 @@ int vm_snapshot_write(struct vm_snapshot *snap, const char *dir, vm_progress_fn 
 int vm_snapshot_open(const char *dir, struct vm_snapshot **out, struct vm_error *err);
 void vm_snapshot_get_info(const struct vm_snapshot *snap, struct vm_snapshot_info *info);
 void vm_snapshot_put(struct vm_snapshot *snap);
+struct vm_restore_params {
+	uint64_t console_limit;			/* as vm_config's */
+	const struct vm_callbacks *cb;
+	const struct vm_device_resource *resources;
+	size_t nr_resources;
+};
+
 /*
  * A new VM (state created: call vm_start) that continues from the snapshot. When the snapshot's disk was writable,
- * the VM writes to a new layer at `disk_top` (required then; it must not exist) over the frozen one. When the
- * snapshot's VM had a vsock device, the new VM's host side listens at `vsock_path` (required then); the guest is
- * told that its connections were reset.
+ * the VM writes to a new layer at the "virtio-blk" resource's path (required then; it must not exist) over the
+ * frozen one. When the snapshot's VM had a vsock device, the new VM's host side listens at the "virtio-vsock"
+ * resource's path (required then); the guest is told that its connections were reset. A fork is a checkpoint
+ * restored once per child, each with resources of its own.
  */
-int vm_restore(struct vm_snapshot *snap, uint64_t console_limit, const char *disk_top, const char *vsock_path,
-	       const struct vm_callbacks *cb, struct vm **out, struct vm_error *err);
+int vm_restore(struct vm_snapshot *snap, const struct vm_restore_params *params, struct vm **out,
+	       struct vm_error *err);
 /* The disk layer a snapshot's disk was frozen in (or its read-only image), or NULL when the VM had no disk. */
 const char *vm_snapshot_disk(const struct vm_snapshot *snap);
 

@@ -19,7 +19,7 @@ import type { CheckpointInfo } from '../vmm/vm.js';
 import { planBoot, type BootPlan } from './boot-plan.js';
 import { ConsoleHub } from './console-hub.js';
 import { ConsoleShell } from './console-shell.js';
-import { adoptBaseImage, chainDepth, isFrozenLayerSync, readLayerHeader } from './disk-layers.js';
+import { adoptBaseImage, chainDepth, readLayerHeader } from './disk-layers.js';
 import {
   LIVE_STATES,
   episodeView,
@@ -31,6 +31,7 @@ import {
 } from './episode-registry.js';
 import { METRICS_INTERVAL_MS, MetricsHistory, type RawSample } from './metrics.js';
 import { newId, type SnapshotStore } from './snapshot-store.js';
+import { LiveInstance } from './live-instance.js';
 import { VmHost } from './vmhost.js';
 import type { VmHostLauncher } from './vmhost-launcher.js';
 
@@ -71,23 +72,15 @@ export class EngineCore {
   protected readonly episodes = new Map<string, EpisodeRecord>();
   protected readonly hubs = new Map<string, ConsoleHub>();
   readonly #hosts = new Map<string, VmHost>();
-  /** The vmhost's name for each live VM's current native instance: `vm-…#n`, new for every boot and restore. */
-  readonly #instances = new Map<string, string>();
-  readonly #owners = new Map<string, string>();
+  /**
+   * Each live VM's current native instance (live-instance.ts), by VM id: its name in the vmhost, its device
+   * resources, agent and shell are all on it. An instance that ended or was replaced is gone from here.
+   */
+  readonly #live = new Map<string, LiveInstance>();
   readonly #locks = new Map<string, Promise<unknown>>();
   readonly #listeners = new Set<(event: EngineEvent) => void>();
   readonly #autoTimers = new Map<string, NodeJS.Timeout>();
   #instanceCount = 0;
-  /**
-   * The disk layer each live native instance with a disk writes (docs/engine.md, "Disks"). The instance owns it: it
-   * is removed when the instance ends, unless a checkpoint froze it into a snapshot first (then the snapshot owns it).
-   */
-  readonly #diskTops = new Map<string, string>();
-  /** The guest agent's client for each live native instance that has a vsock device. */
-  readonly #agents = new Map<
-    string,
-    { client: AgentClient; settled: Promise<unknown>; remint: () => Promise<void>; check: () => Promise<void> }
-  >();
   protected readonly metricsHistory = new MetricsHistory();
   #metricsTimer: NodeJS.Timeout | null = null;
   #sampling = false;
@@ -111,10 +104,10 @@ export class EngineCore {
     this.#sampling = true;
     try {
       const rounds = [...this.episodes.values()].map(async (episode): Promise<RawSample[]> => {
-        const running = episode.vms.filter((vm) => vm.state === 'running' && this.#instances.has(vm.id));
+        const running = episode.vms.filter((vm) => vm.state === 'running' && this.#live.has(vm.id));
         const host = this.#hosts.get(episode.id);
         if (running.length === 0 || !host?.alive) return [];
-        const byInstance = new Map(running.map((vm) => [this.#instances.get(vm.id)!, vm.id]));
+        const byInstance = new Map(running.map((vm) => [this.#live.get(vm.id)!.name, vm.id]));
         const samples = await host.call('sample', { vms: [...byInstance.keys()] }).catch(() => []);
         return samples.flatMap((s) => {
           const vm = byInstance.get(s.vm);
@@ -226,7 +219,7 @@ export class EngineCore {
   }
 
   protected requireLive(vm: VmRecord): void {
-    if (!this.#instances.has(vm.id) || !LIVE_STATES.has(vm.state)) {
+    if (!this.#live.has(vm.id) || !LIVE_STATES.has(vm.state)) {
       throw new ApiFailure(409, `${vm.name} (${vm.id}) is ${vm.state}, not running`);
     }
   }
@@ -329,21 +322,34 @@ export class EngineCore {
     await hub?.close(reason);
   }
 
-  protected instance(vm: VmRecord): string {
-    const instance = this.#instances.get(vm.id);
-    if (!instance) throw new ApiFailure(409, `${vm.name} (${vm.id}) is ${vm.state}, not running`);
-    return instance;
+  /** The live instance of `vm`; a 409 when it has none. */
+  protected live(vm: VmRecord): LiveInstance {
+    const live = this.#live.get(vm.id);
+    if (!live) throw new ApiFailure(409, `${vm.name} (${vm.id}) is ${vm.state}, not running`);
+    return live;
   }
 
-  /** A new native-instance name for `vm`, routed to it from now on (output of older instances is dropped). */
-  protected attach(vm: VmRecord): string {
+  /** The vmhost's name of `vm`'s live instance. */
+  protected instance(vm: VmRecord): string {
+    return this.live(vm).name;
+  }
+
+  /**
+   * A new native instance of `vm` in its episode's vmhost, routed to from now on (output of older instances is
+   * dropped). Its devices' resources start with the vsock socket (used when the VM has vsock); `disk` is the layer
+   * its disk writes, when it has one.
+   */
+  protected attach(vm: VmRecord, disk?: string): LiveInstance {
     this.hub(vm); // before the instance exists, so none of its output is dropped
-    const instance = `${vm.id}#${++this.#instanceCount}`;
+    const name = `${vm.id}#${++this.#instanceCount}`;
+    const vsock = this.vsockPathOf(name);
     // A socket left by a VMM killed outright (the count restarts with the engine) must not pass for this one's.
-    rmSync(this.vsockPathOf(instance), { force: true });
-    this.#instances.set(vm.id, instance);
-    this.#owners.set(instance, vm.id);
-    return instance;
+    rmSync(vsock, { force: true });
+    const resources = { 'virtio-vsock': { path: vsock }, ...(disk && { 'virtio-blk': { path: disk } }) };
+    const live = new LiveInstance(name, vm.id, this.host(this.episodeOf(vm)), resources);
+    this.#live.get(vm.id)?.end();
+    this.#live.set(vm.id, live);
+    return live;
   }
 
   // ---- the guest agent (docs/agent.md) ----
@@ -360,14 +366,14 @@ export class EngineCore {
    * `unreachable`). An instance without a vsock socket (a bare kernel) has no agent. With `remint`, the guest then
    * gets a new identity (a fork child, or a new episode from a shared base): hostname, machine-id, entropy.
    */
-  protected watchAgent(vm: VmRecord, instance: string, { remint = false } = {}): void {
-    const socketPath = this.vsockPathOf(instance);
-    if (!existsSync(socketPath)) {
+  protected watchAgent(vm: VmRecord, live: LiveInstance, { remint = false } = {}): void {
+    const socketPath = live.resources['virtio-vsock']?.path;
+    if (!socketPath || !existsSync(socketPath)) {
       vm.agent = 'none';
       return;
     }
     const client = new AgentClient({ socketPath, vsockPort: AGENT_PORT });
-    const current = () => this.#instances.get(vm.id) === instance;
+    const current = () => this.#live.get(vm.id) === live;
     const update = (state: VmRecord['agent']) => {
       if (!current() || vm.agent === state) return;
       vm.agent = state;
@@ -391,12 +397,12 @@ export class EngineCore {
         () => update('ready'),
         (error: unknown) => {
           if (!current()) return;
-          this.options.log(`engine: the agent of ${vm.id} (${instance}) did not answer: ${(error as Error).message}`);
+          this.options.log(`engine: the agent of ${vm.id} (${live.name}) did not answer: ${(error as Error).message}`);
           update('unreachable');
         },
       );
     // Commands wait for the new identity: a fork's first command must not see its parent's hostname.
-    this.#agents.set(instance, { client, settled: check(), remint: remintOnce, check });
+    live.agent = { client, settled: check(), remint: remintOnce, check };
   }
 
   /**
@@ -404,8 +410,7 @@ export class EngineCore {
    * state goes back to `connecting`, then `ready` (with the new identity a fork still owes it) or `unreachable`.
    */
   protected recheckAgent(vm: VmRecord): void {
-    const instance = this.#instances.get(vm.id);
-    const agent = instance && this.#agents.get(instance);
+    const agent = this.#live.get(vm.id)?.agent;
     if (!agent || vm.agent !== 'unreachable') return;
     vm.agent = 'connecting';
     this.emit({ type: 'vm.updated', vm: vmView(vm) });
@@ -417,7 +422,7 @@ export class EngineCore {
     this.requireLive(vm);
     if (vm.state === 'paused')
       throw new ApiFailure(409, `${vm.name} (${vm.id}) is paused: resume it to reach its agent`);
-    const agent = this.#agents.get(this.instance(vm));
+    const agent = this.live(vm).agent;
     if (!agent) {
       throw new ApiFailure(
         409,
@@ -439,69 +444,57 @@ export class EngineCore {
     return client;
   }
 
-  /** The layer `instance` writes, when it has a disk. */
-  protected diskTopOf(instance: string): string | undefined {
-    return this.#diskTops.get(instance);
-  }
-
-  /** `instance` writes `file` from now on; the layer it wrote before belongs to a snapshot now (or to nobody). */
-  protected setDiskTop(instance: string, file: string): void {
-    this.#diskTops.set(instance, file);
-  }
-
   /**
    * After a checkpoint or fork that failed: whether the VMM had already frozen `top` (the disk switches to the new
    * layer while the VM is quiesced, before the memory is written). Then the instance writes the new layer, and the
    * frozen one needs an owner (else the next start-up sweep takes it); if not, the new layer, if it was made, goes.
    * Returns whether it had switched.
    */
-  protected async settleFailedDiskSwitch(instance: string, top: string, next: string): Promise<boolean> {
+  protected async settleFailedDiskSwitch(live: LiveInstance, top: string, next: string): Promise<boolean> {
     if ((await readLayerHeader(top))?.frozen) {
-      this.#diskTops.set(instance, next);
+      live.writes(next);
       return true;
     }
     rmSync(next, { force: true });
     return false;
   }
 
-  /** Lets go of an instance that ended: its agent connection and its disk layer with it. */
-  #forget(instance: string): void {
-    this.#owners.delete(instance);
-    const top = this.#diskTops.get(instance);
-    this.#diskTops.delete(instance);
-    // Its VMM may still have it open: unlinking is safe. A frozen one is a snapshot's (a checkpoint froze it just as
-    // the VM ended, before the engine heard of the new layer): it stays.
-    if (top && !isFrozenLayerSync(top)) rmSync(top, { force: true });
-    this.#agents.get(instance)?.client.close();
-    this.#agents.delete(instance);
+  /** The instance the vmhost calls `name`, while it is its VM's live one. */
+  #current(name: string): LiveInstance | undefined {
+    const live = this.#live.get(LiveInstance.vmOf(name));
+    return live?.name === name ? live : undefined;
+  }
+
+  /** `vm` has no live instance from now on: the one it had lets go of its agent connection and disk layer. */
+  #forget(vm: string): void {
+    this.#live.get(vm)?.end();
+    this.#live.delete(vm);
   }
 
   protected writeTo(vm: VmRecord, data: Buffer): void {
     this.requireLive(vm);
-    const instance = this.instance(vm);
+    const { name, host } = this.live(vm);
     this.hub(vm).input(data);
     // Typing races restores, resets and exits: input to an instance that just went is dropped, not fatal.
-    this.host(this.episodeOf(vm))
-      .call('write', { vm: instance, data })
+    host
+      .call('write', { vm: name, data })
       .catch((error: unknown) =>
-        this.options.log(`engine: console input to ${instance} dropped: ${(error as Error).message}`),
+        this.options.log(`engine: console input to ${name} dropped: ${(error as Error).message}`),
       );
   }
 
-  readonly #shells = new Map<string, ConsoleShell>();
-
   #onConsole(instance: string, data: Buffer): void {
-    const id = this.#owners.get(instance);
-    if (!id || this.#instances.get(id) !== instance) return;
-    this.#shells.get(id)?.feed(data);
-    this.hubs.get(id)?.push(data);
+    const live = this.#current(instance);
+    if (!live) return;
+    live.shell?.feed(data);
+    this.hubs.get(live.vm)?.push(data);
   }
 
   async #onExit(instance: string, exit: VmExit): Promise<void> {
-    const id = this.#owners.get(instance);
-    this.#forget(instance);
-    if (!id || this.#instances.get(id) !== instance) return; // an instance the engine replaced or killed itself
-    this.#instances.delete(id);
+    const live = this.#current(instance);
+    if (!live) return; // an instance the engine replaced or killed itself
+    const id = live.vm;
+    this.#forget(id);
     const vm = this.vm(id);
     this.hubs.get(id)?.marker(`exit ${exit.reason}${exit.message ? `: ${exit.message}` : ''}`);
     await this.setState(this.episodeOf(vm), vm, 'stopped', exit);
@@ -513,10 +506,8 @@ export class EngineCore {
     if (!episode) return;
     this.options.log(`engine: the vmhost of ${episode.name} (${episodeId}) ended (${how})`);
     for (const vm of episode.vms) {
-      const instance = this.#instances.get(vm.id);
-      if (!instance) continue;
-      this.#instances.delete(vm.id);
-      this.#forget(instance);
+      if (!this.#live.has(vm.id)) continue;
+      this.#forget(vm.id);
       this.hubs.get(vm.id)?.marker(`crashed: its vmhost ended (${how})`);
       await this.setState(episode, vm, 'crashed', {
         reason: 'crashed',
@@ -536,18 +527,17 @@ export class EngineCore {
       await this.restoreInto(episode, vm, base, { remint: true });
       return;
     }
-    const host = this.host(episode);
-    const instance = this.attach(vm);
+    const live = this.attach(vm, plan.options.disk ? this.store.newDiskLayer() : undefined);
+    const { host, name: instance } = live;
     this.hub(vm).marker('boot');
     vm.snapshot = null;
     vm.layerHead = null;
     try {
-      const vsock = plan.agent ? { vsock: { path: this.vsockPathOf(instance), cid: GUEST_CID } } : {};
+      const vsock = plan.agent ? { vsock: { path: live.resources['virtio-vsock']!.path, cid: GUEST_CID } } : {};
       const options = { ...plan.options, ...vsock };
       if (options.disk) {
         const base = await adoptBaseImage(this.options.home, options.disk.base);
-        options.disk = { base, top: this.store.newDiskLayer() };
-        this.setDiskTop(instance, options.disk.top!);
+        options.disk = { base, top: live.diskTop! };
       }
       await host.call('create', { vm: instance, options });
       if (!plan.baseKey) await host.call('start', { vm: instance });
@@ -561,10 +551,10 @@ export class EngineCore {
     const shell = new ConsoleShell((text) =>
       host.call('write', { vm: instance, data: Buffer.from(text) }).catch(() => undefined),
     );
-    this.#shells.set(vm.id, shell);
+    live.shell = shell;
     try {
       await host.call('start', { vm: instance });
-      this.watchAgent(vm, instance);
+      this.watchAgent(vm, live);
       await this.setState(episode, vm, 'running');
       await shell.waitFor(/smol-guest: ready/, BOOT_READY_MS);
       await shell.run('true', BOOT_READY_MS);
@@ -583,7 +573,7 @@ export class EngineCore {
       episode.base = snapshot.id;
       await this.save(episode);
     } finally {
-      this.#shells.delete(vm.id);
+      live.shell = undefined;
     }
   }
 
@@ -594,23 +584,17 @@ export class EngineCore {
     snapshot: Snapshot,
     { paused = false, remint = false } = {},
   ): Promise<void> {
-    const host = this.host(episode);
-    const instance = this.attach(vm);
+    const live = this.attach(vm, this.store.hasDisk(snapshot.id) ? this.store.newDiskLayer() : undefined);
+    const { host, name: instance, resources } = live;
     try {
-      const vsockPath = this.vsockPathOf(instance);
-      const disk: { diskTop?: string } = {};
-      if (this.store.hasDisk(snapshot.id)) {
-        disk.diskTop = this.store.newDiskLayer();
-        this.setDiskTop(instance, disk.diskTop);
-      }
-      await host.call('restore', { vm: instance, dir: this.store.dirFor(snapshot.id), vsockPath, ...disk });
+      await host.call('restore', { vm: instance, dir: this.store.dirFor(snapshot.id), resources });
       vm.snapshot = snapshot.id;
       vm.layerHead = snapshot.id;
       vm.cpus = snapshot.cpus;
       vm.memoryMiB = Math.round(snapshot.memoryBytes / 2 ** 20);
       await host.call('start', { vm: instance });
       if (paused) await host.call('pause', { vm: instance });
-      this.watchAgent(vm, instance, { remint });
+      this.watchAgent(vm, live, { remint });
     } catch (error) {
       await this.startFailed(episode, vm, error);
     }
@@ -643,21 +627,22 @@ export class EngineCore {
     }
     const name = request.name ?? freshName(KIND_STEMS[kind], taken, episode.counters);
     const id = this.store.newSnapshotId();
-    const instance = this.instance(vm);
-    const top = this.diskTopOf(instance);
+    const live = this.live(vm);
+    const top = live.diskTop;
     const next = top ? this.store.newDiskLayer() : undefined;
+    const resources = next ? { 'virtio-blk': { path: next } } : {};
     let info: CheckpointInfo;
     try {
-      info = await this.host(episode).call(
+      info = await live.host.call(
         'checkpoint',
-        { vm: instance, dir: this.store.dirFor(id), ...(next && { diskTop: next }) },
+        { vm: live.name, dir: this.store.dirFor(id), resources },
         (done, total) => this.emit({ type: 'progress', operation: kind, vm: vm.id, done, total }),
       );
     } catch (error) {
-      if (top && next) await this.settleFailedDiskSwitch(instance, top, next);
+      if (top && next) await this.settleFailedDiskSwitch(live, top, next);
       throw error;
     }
-    if (next && this.#instances.get(vm.id) === instance) this.setDiskTop(instance, next);
+    if (next && !live.ended) live.writes(next);
     else if (next) rmSync(next, { force: true }); // the instance ended meanwhile: nothing writes it
     const snapshot = await this.store.publish({
       id,
@@ -712,8 +697,7 @@ export class EngineCore {
     const episode = this.episodeOf(vm);
     const paused = vm.state === 'paused';
     // Paused first: what the guest would print between the capture and the kill would be shown and then lost.
-    const host = this.host(episode);
-    const instance = this.instance(vm);
+    const { host, name: instance } = this.live(vm);
     if (!paused) await host.call('pause', { vm: instance });
     let snapshot: Snapshot;
     try {
@@ -732,12 +716,10 @@ export class EngineCore {
   /** Ends the VM's native instance, if it has one; its exit is not reported (the caller sets the new state). */
   protected async killVm(vm: VmRecord): Promise<void> {
     this.#disarmAutoCheckpoint(vm.id);
-    const instance = this.#instances.get(vm.id);
-    if (!instance) return;
-    this.#instances.delete(vm.id);
-    this.#forget(instance);
-    const host = this.host(this.episodeOf(vm));
-    if (host.alive) await host.call('kill', { vm: instance }).catch(() => undefined);
+    const live = this.#live.get(vm.id);
+    if (!live) return;
+    this.#forget(vm.id);
+    if (live.host.alive) await live.host.call('kill', { vm: live.name }).catch(() => undefined);
   }
 
   /** A clean machine: the base snapshot restored, or a bare kernel booted afresh. Nothing of the VM's past stays. */

@@ -265,27 +265,27 @@ export class Engine extends EngineCore implements EngineApi {
           if (screen) this.hub(child).push(Buffer.from(screen));
           this.hub(child).marker(`forked from ${vm.name} at ${point.name}`);
         }
-        const instances = children.map((child) => this.attach(child));
         // With a disk, the fork freezes the layer the parent wrote since the fork point (nothing: it was paused),
         // the parent goes on with a new one and each child gets its own; the fork point owns the frozen one.
-        const parent = this.instance(vm);
-        const top = this.diskTopOf(parent);
-        const disks = top
-          ? { diskTop: this.store.newDiskLayer(), childDiskTops: instances.map(() => this.store.newDiskLayer()) }
-          : {};
-        disks.childDiskTops?.forEach((file, i) => this.setDiskTop(instances[i]!, file));
+        const parent = this.live(vm);
+        const top = parent.diskTop;
+        const instances = children.map((child) => this.attach(child, top ? this.store.newDiskLayer() : undefined));
+        const next = top ? this.store.newDiskLayer() : undefined;
         try {
-          const childVsockPaths = instances.map((instance) => this.vsockPathOf(instance));
-          await host.call('fork', { vm: parent, children: instances, childVsockPaths, ...disks });
-          if (top && disks.diskTop) {
-            this.setDiskTop(parent, disks.diskTop);
+          await host.call('fork', {
+            vm: parent.name,
+            resources: next ? { 'virtio-blk': { path: next } } : {},
+            children: instances.map(({ name, resources }) => ({ vm: name, resources })),
+          });
+          if (top && next) {
+            parent.writes(next);
             // A failure here is the store's, not the fork's: the children run, and the first snapshot on it takes it.
             await this.store
               .addDiskLayers(point.id, [top])
               .catch((e: Error) => this.options.log(`engine: the fork point keeps no record of ${top}: ${e.message}`));
           }
         } catch (error) {
-          if (top && disks.diskTop && (await this.settleFailedDiskSwitch(parent, top, disks.diskTop))) {
+          if (top && next && (await this.settleFailedDiskSwitch(parent, top, next))) {
             await this.store
               .addDiskLayers(point.id, [top])
               .catch((e: Error) => this.options.log(`engine: the fork point keeps no record of ${top}: ${e.message}`));

@@ -75,8 +75,8 @@ const service: VmHostService = {
   async create({ vm, options }) {
     adopt(vm, await Vm.create(options));
   },
-  async restore({ vm, dir, vsockPath, diskTop }) {
-    adopt(vm, await Vm.restore(dir, { ...(vsockPath && { vsockPath }), ...(diskTop && { diskTop }) }));
+  async restore({ vm, dir, resources }) {
+    adopt(vm, await Vm.restore(dir, { resources }));
   },
   async start({ vm }) {
     vmOf(vm).start();
@@ -107,15 +107,11 @@ const service: VmHostService = {
   },
   write: async ({ vm, data }) => writeInput(vm, Buffer.from(data)),
   flatten: ({ path }) => loadNative().flattenDiskLayer(path),
-  checkpoint: ({ vm, dir, diskTop }, progress) =>
-    vmOf(vm).checkpoint(dir, (p) => progress?.(p.done, p.total), diskTop ? { diskTop } : {}),
-  async fork({ vm, children, childVsockPaths, diskTop, childDiskTops }) {
-    const made = await vmOf(vm).fork(children.length, {
-      ...(childVsockPaths && { childVsockPaths }),
-      ...(diskTop && { diskTop }),
-      ...(childDiskTops && { childDiskTops }),
-    });
-    made.forEach((child, i) => adopt(children[i]!, child));
+  checkpoint: ({ vm, dir, resources }, progress) =>
+    vmOf(vm).checkpoint(dir, (p) => progress?.(p.done, p.total), { resources }),
+  async fork({ vm, resources, children }) {
+    const made = await vmOf(vm).fork(children.length, { resources, children: children.map((c) => c.resources) });
+    made.forEach((child, i) => adopt(children[i]!.vm, child));
   },
 };
 

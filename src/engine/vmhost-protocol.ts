@@ -3,7 +3,7 @@
 // with a generic dispatcher (vmhost-main.ts). Messages go over Node's IPC channel with advanced serialization (or an
 // Electron MessagePort), so console bytes travel as Buffers. A failure keeps its name, message and errno code.
 import type { ErrorData } from '../api/error-codes.js';
-import type { CheckpointInfo, MemoryStats, VmExit, VmOptions } from '../vmm/vm.js';
+import type { CheckpointInfo, DeviceResources, MemoryStats, VmExit, VmOptions } from '../vmm/vm.js';
 
 /** Checkpoint progress: pages of memory written so far, of all. */
 export type HostProgress = (done: number, total: number) => void;
@@ -11,11 +11,8 @@ export type HostProgress = (done: number, total: number) => void;
 /** The operations of a vmhost. Each takes one plain-data argument (and a progress callback where it says). */
 export interface VmHostService {
   create(args: { vm: string; options: VmOptions }): Promise<void>;
-  /**
-   * `vsockPath`: the restored VM's vsock socket, used when the snapshot has a vsock device. `diskTop`: its new
-   * writable disk layer, when the snapshot has a disk (docs/disks.md).
-   */
-  restore(args: { vm: string; dir: string; vsockPath?: string; diskTop?: string }): Promise<void>;
+  /** `resources`: what the restored VM's devices need from the host, by device name (its vsock socket, its disk layer). */
+  restore(args: { vm: string; dir: string; resources: DeviceResources }): Promise<void>;
   start(args: { vm: string }): Promise<void>;
   pause(args: { vm: string }): Promise<void>;
   resume(args: { vm: string }): Promise<void>;
@@ -28,18 +25,19 @@ export interface VmHostService {
   write(args: { vm: string; data: Buffer }): Promise<number>;
   /** Flattens a frozen disk layer (docs/disks.md, "Flattening"); no VM involved. */
   flatten(args: { path: string }): Promise<{ depthBefore: number; depthAfter: number; bytes: number }>;
-  /** `diskTop`: the layer a VM with a disk writes to after the checkpoint froze the one it wrote. */
-  checkpoint(args: { vm: string; dir: string; diskTop?: string }, progress?: HostProgress): Promise<CheckpointInfo>;
+  /** `resources['virtio-blk']`: the layer a VM with a disk writes to after the checkpoint froze the one it wrote. */
+  checkpoint(
+    args: { vm: string; dir: string; resources: DeviceResources },
+    progress?: HostProgress,
+  ): Promise<CheckpointInfo>;
   /**
-   * Children get the given ids; they are running when the reply comes. With a disk, the parent goes on with
-   * `diskTop` and each child writes its own `childDiskTops[i]`.
+   * Children get the given names and resources; they are running when the reply comes. `resources`: the parent's
+   * from the fork on (with a disk, the layer it goes on with).
    */
   fork(args: {
     vm: string;
-    children: string[];
-    childVsockPaths?: string[];
-    diskTop?: string;
-    childDiskTops?: string[];
+    resources: DeviceResources;
+    children: Array<{ vm: string; resources: DeviceResources }>;
   }): Promise<void>;
 }
 

@@ -51,14 +51,23 @@ export interface VsockConfig {
   cid?: number;
 }
 
-/** Where a restored VM or a fork child listens for vsock connections (needed when the snapshot had vsock). */
-export interface VsockPathOption {
-  vsockPath?: string;
+/**
+ * What each device needs from the host at a restore, a checkpoint or a fork, keyed by the device's name (docs/vmm.md,
+ * "Device resources"); the VMM refuses a name no device has. A new device adds a key here, not an option.
+ */
+export interface DeviceResources {
+  /** The new writable disk layer (it must not exist) over the one the snapshot froze (docs/disks.md). */
+  'virtio-blk'?: { path: string };
+  /** The Unix socket the vsock muxer listens on (docs/vmm.md, "vsock"). */
+  'virtio-vsock'?: { path: string };
 }
 
-/** Where a VM with a writable disk goes on writing: a new layer over the one a checkpoint freezes. */
-export interface DiskTopOption {
-  diskTop?: string;
+/**
+ * A restored VM or fork child needs a resource for each device of the snapshot that has one: a writable disk its
+ * new layer, vsock its socket. A checkpoint of a VM with a writable disk needs the layer it goes on writing.
+ */
+export interface ResourcesOption {
+  resources?: DeviceResources;
 }
 
 /** A disk layer chain as `diskInfo` reads it. */
@@ -116,7 +125,7 @@ export interface MemoryStats {
   sharedBytes: number;
 }
 
-export interface ForkCallbacks extends DiskTopOption, VsockPathOption {
+export interface ForkCallbacks extends ResourcesOption {
   onConsole: (chunk: Buffer) => void;
   onExit: (exit: VmExit) => void;
 }
@@ -125,10 +134,10 @@ export interface NativeVm {
   checkpoint(
     dir: string,
     onProgress?: (progress: CheckpointProgress) => void,
-    options?: DiskTopOption,
+    options?: ResourcesOption,
   ): Promise<CheckpointInfo>;
-  /** The children are running when it resolves; `options.diskTop` is where the parent's disk goes on. */
-  fork(children: ForkCallbacks[], options?: DiskTopOption): Promise<NativeVm[]>;
+  /** The children are running when it resolves; `options.resources` are the parent's after the fork. */
+  fork(children: ForkCallbacks[], options?: ResourcesOption): Promise<NativeVm[]>;
   memoryStats(): Promise<MemoryStats>;
   /** CPU time the running vCPU threads have used, in nanoseconds. */
   cpuTimeNs(): number;
@@ -152,7 +161,7 @@ export interface NativeBinding {
   /** A new VM (state `created`) that continues from the snapshot in `dir`. */
   restoreVm(
     dir: string,
-    options: { consoleBufferBytes?: number } & DiskTopOption & VsockPathOption,
+    options: { consoleBufferBytes?: number } & ResourcesOption,
     onConsole: (chunk: Buffer) => void,
     onExit: (exit: VmExit) => void,
   ): Promise<NativeVm>;

@@ -4,10 +4,10 @@ import {
   loadNative,
   type CheckpointInfo,
   type CheckpointProgress,
-  type DiskTopOption,
+  type DeviceResources,
   type MemoryStats,
-  type VsockPathOption,
   type NativeVm,
+  type ResourcesOption,
   type VmExit,
   type VmState,
 } from './native.js';
@@ -16,12 +16,12 @@ import { resolveVmOptions, type VmOptions } from './vm-options.js';
 export type {
   CheckpointInfo,
   CheckpointProgress,
+  DeviceResources,
   DiskConfig,
   DiskInfo,
-  DiskTopOption,
   MemoryStats,
+  ResourcesOption,
   VsockConfig,
-  VsockPathOption,
   VmExit,
   VmExitReason,
   VmState,
@@ -64,11 +64,10 @@ export class Vm extends EventEmitter<VmEvents> {
   /**
    * A new VM that continues from the snapshot in `dir` (docs/snapshots.md); it starts paused, like `create`.
    * The snapshot is checked first: a truncated, corrupted or foreign one is refused with what is wrong.
+   * `options.resources`: what its devices need from the host, by device name (a writable disk's new layer, the
+   * vsock socket).
    */
-  static async restore(
-    dir: string,
-    options: { consoleBufferBytes?: number } & DiskTopOption & VsockPathOption = {},
-  ): Promise<Vm> {
+  static async restore(dir: string, options: { consoleBufferBytes?: number } & ResourcesOption = {}): Promise<Vm> {
     const binding = loadNative();
     const vm = new Vm();
     vm.#native = await binding.restoreVm(
@@ -83,37 +82,37 @@ export class Vm extends EventEmitter<VmEvents> {
   /**
    * Writes a snapshot of the running (or paused) VM to `dir`, which must not exist. The vCPUs stop only while
    * their state is captured and memory is frozen; the disk writes happen while the VM runs. A VM with a writable
-   * disk needs `options.diskTop`: its top layer is frozen into the snapshot and it goes on writing to a new one there.
+   * disk needs `options.resources['virtio-blk']`: its top layer is frozen into the snapshot and it goes on writing
+   * to a new one there.
    */
   checkpoint(
     dir: string,
     onProgress?: (progress: CheckpointProgress) => void,
-    options: DiskTopOption = {},
+    options: ResourcesOption = {},
   ): Promise<CheckpointInfo> {
     return this.#vm().checkpoint(dir, onProgress, options);
   }
 
   /**
-   * `count` copies of this VM, running from its current state; it keeps running too. With a writable disk, each
-   * child needs its own new layer (`childDiskTops[i]`) and the parent one to go on with (`diskTop`). With vsock,
-   * each child needs its own socket path (`childVsockPaths[i]`).
+   * `count` copies of this VM, running from its current state; it keeps running too. Each child's devices get
+   * their own host resources (`children[i]`: with a writable disk its own new layer, with vsock its own socket);
+   * the parent's disk goes on in `resources['virtio-blk']`.
    */
-  async fork(
-    count: number,
-    options: DiskTopOption & { childDiskTops?: string[]; childVsockPaths?: string[] } = {},
-  ): Promise<Vm[]> {
+  async fork(count: number, options: ResourcesOption & { children?: DeviceResources[] } = {}): Promise<Vm[]> {
     if (!Number.isInteger(count) || count < 1 || count > 1024) {
       throw new RangeError(`fork: count must be a whole number from 1 to 1024 (got ${count})`);
+    }
+    if (options.children && options.children.length !== count) {
+      throw new RangeError(`fork: ${options.children.length} children's resources for ${count} children`);
     }
     const children = Array.from({ length: count }, () => new Vm());
     const natives = await this.#vm().fork(
       children.map((child, i) => ({
         onConsole: (chunk: Buffer) => child.emit('console', chunk),
         onExit: (exit: VmExit) => child.#onExit(exit),
-        ...(options.childDiskTops?.[i] !== undefined && { diskTop: options.childDiskTops[i] }),
-        ...(options.childVsockPaths?.[i] !== undefined && { vsockPath: options.childVsockPaths[i] }),
+        ...(options.children?.[i] && { resources: options.children[i] }),
       })),
-      options.diskTop !== undefined ? { diskTop: options.diskTop } : {},
+      options.resources ? { resources: options.resources } : {},
     );
     natives.forEach((native, i) => (children[i]!.#native = native));
     return children;

@@ -72,13 +72,13 @@ describe('disks and devices in a Linux guest', () => {
 
     // Checkpoint: the layer is frozen into the snapshot and the parent goes on with a new one.
     const info = await parent.vm.checkpoint(at('snap-1'), undefined, {
-      diskTop: at('top-1'),
+      resources: { 'virtio-blk': { path: at('top-1') } },
     });
     expect(info.disk).toBe(at('top-0'));
     await writeSector(parent, 4096, 'written-after-checkpoint');
 
     // Restore: the guest sees the disk as it was at the checkpoint, on a layer of its own.
-    const restoredVm = await Vm.restore(at('snap-1'), { diskTop: at('top-restored') });
+    const restoredVm = await Vm.restore(at('snap-1'), { resources: { 'virtio-blk': { path: at('top-restored') } } });
     vms.push(restoredVm);
     const restored = attachLinux(restoredVm);
     restoredVm.start();
@@ -92,8 +92,8 @@ describe('disks and devices in a Linux guest', () => {
 
     // Fork: the child starts from the parent's disk as it is now and writes only to its own layer.
     const [childVm] = await parent.vm.fork(1, {
-      diskTop: at('top-2'),
-      childDiskTops: [at('top-child')],
+      resources: { 'virtio-blk': { path: at('top-2') } },
+      children: [{ 'virtio-blk': { path: at('top-child') } }],
     });
     vms.push(childVm!);
     const child = attachLinux(childVm!);
@@ -107,6 +107,6 @@ describe('disks and devices in a Linux guest', () => {
     expect(await readSector(parent, 7000)).toBe('written-by-the-parent');
 
     // A snapshot whose disk needs a new layer is refused without one, saying what is missing.
-    await expect(Vm.restore(at('snap-1'))).rejects.toThrow(/diskTop/);
+    await expect(Vm.restore(at('snap-1'))).rejects.toThrow(/needs a "virtio-blk" resource/);
   }, 600_000);
 });

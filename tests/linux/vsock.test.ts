@@ -56,7 +56,7 @@ describe('virtio-vsock with the guest agent in a Linux guest', () => {
     await guest.vm.checkpoint(connected); // the connection is open: the restore resets it
 
     const forkSocket = path.join(work, 'fork.vsock');
-    const [child] = await guest.vm.fork(1, { childVsockPaths: [forkSocket] });
+    const [child] = await guest.vm.fork(1, { children: [{ 'virtio-vsock': { path: forkSocket } }] });
     vms.push(child!);
     attachLinux(child!);
     const inChild = await agentAt(forkSocket);
@@ -66,7 +66,7 @@ describe('virtio-vsock with the guest agent in a Linux guest', () => {
 
     await guest.vm.kill();
     const restoredSocket = path.join(work, 'restored.vsock');
-    const restored = await Vm.restore(connected, { vsockPath: restoredSocket });
+    const restored = await Vm.restore(connected, { resources: { 'virtio-vsock': { path: restoredSocket } } });
     vms.push(restored);
     attachLinux(restored);
     restored.start();
@@ -78,7 +78,7 @@ describe('virtio-vsock with the guest agent in a Linux guest', () => {
     const idle = path.join(work, 'snap-idle');
     await restored.checkpoint(idle);
     await restored.kill();
-    const again = await Vm.restore(idle, { vsockPath: path.join(work, 'again.vsock') });
+    const again = await Vm.restore(idle, { resources: { 'virtio-vsock': { path: path.join(work, 'again.vsock') } } });
     vms.push(again);
     attachLinux(again);
     again.start();
@@ -93,6 +93,6 @@ describe('virtio-vsock with the guest agent in a Linux guest', () => {
     const snapshot = path.join(work, 'snap-2');
     await guest.vm.checkpoint(snapshot);
     await guest.vm.kill();
-    await expect(Vm.restore(snapshot)).rejects.toThrow(/vsock.*vsockPath/);
+    await expect(Vm.restore(snapshot)).rejects.toThrow(/vsock device: restoring it needs a "virtio-vsock" resource/);
   }, 300_000);
 });

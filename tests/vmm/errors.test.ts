@@ -113,17 +113,17 @@ describe('creating a VM fails clearly', () => {
   });
 });
 
-describe('VMM errors keep their kind as err.code', () => {
-  /** What a promise rejected with, or what a call threw. */
-  const caught = async (work: () => unknown): Promise<{ message: string; code?: string; errno?: number }> => {
-    try {
-      await work();
-    } catch (error) {
-      return error as Error & { code?: string; errno?: number };
-    }
-    throw new Error('it did not fail');
-  };
+/** What a promise rejected with, or what a call threw. */
+async function caught(work: () => unknown): Promise<{ message: string; code?: string; errno?: number }> {
+  try {
+    await work();
+  } catch (error) {
+    return error as Error & { code?: string; errno?: number };
+  }
+  throw new Error('it did not fail');
+}
 
+describe('VMM errors keep their kind as err.code', () => {
   it('a state that conflicts is EBUSY: pause a paused VM, resume a running one', async () => {
     const guest = await startGuest('count', { cmdline: 'every=100000' });
     expect(await caught(() => guest.vm.resume())).toMatchObject({
@@ -178,6 +178,26 @@ describe('VMM errors keep their kind as err.code', () => {
     const taken = path.join(dir, 'taken');
     await guest.vm.checkpoint(taken);
     expect(await caught(() => guest.vm.checkpoint(taken))).toMatchObject({ code: 'EEXIST' });
+    await guest.vm.kill();
+  });
+});
+
+describe('host resources are keyed by device name', () => {
+  it('refuses a resource for a device the VMM does not have, naming it, before the VM is touched', async () => {
+    const guest = await startGuest('count', { cmdline: 'every=100000' });
+    const snapshot = path.join(dir, 'named');
+    const typo = { resources: { 'virtio-bulk': { path: path.join(dir, 'top') } } } as never;
+    expect(await caught(() => guest.vm.checkpoint(snapshot, undefined, typo))).toMatchObject({
+      message: 'cannot checkpoint: device resource for "virtio-bulk": no device has that name',
+      code: 'EINVAL',
+    });
+    expect(guest.vm.state).toBe('running');
+    await guest.vm.checkpoint(snapshot);
+    expect(await caught(() => Vm.restore(snapshot, typo))).toMatchObject({ message: /"virtio-bulk"/, code: 'EINVAL' });
+    const noPath = { resources: { 'virtio-vsock': {} } } as never;
+    expect(await caught(() => Vm.restore(snapshot, noPath))).toMatchObject({
+      message: 'restoreVm: resources["virtio-vsock"].path must be a non-empty path',
+    });
     await guest.vm.kill();
   });
 });

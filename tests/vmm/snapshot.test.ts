@@ -333,7 +333,9 @@ describe('a VM with every device', () => {
     });
     guest.vm.write('one ');
     await guest.waitFor(/one /);
-    const info = await guest.vm.checkpoint(newDir(), undefined, { diskTop: path.join(dir, 'top-1') });
+    const info = await guest.vm.checkpoint(newDir(), undefined, {
+      resources: { 'virtio-blk': { path: path.join(dir, 'top-1') } },
+    });
     // Setup order is by level (core, platform, virtio) and then by name, never by link order.
     expect(deviceSections(readFileSync(path.join(info.dir, 'state')))).toEqual([
       'com1',
@@ -345,22 +347,33 @@ describe('a VM with every device', () => {
     ]);
     // The virtio-console's driver is not up (the echo guest uses COM1), so input goes to COM1.
     const [child] = await guest.vm.fork(1, {
-      diskTop: path.join(dir, 'top-2'),
-      childDiskTops: [path.join(dir, 'top-child')],
-      childVsockPaths: [path.join(dir, 'child.sock')],
+      resources: { 'virtio-blk': { path: path.join(dir, 'top-2') } },
+      children: [
+        {
+          'virtio-blk': { path: path.join(dir, 'top-child') },
+          'virtio-vsock': { path: path.join(dir, 'child.sock') },
+        },
+      ],
     });
     const forked = { vm: child!, ...watchConsole(child!) };
     child!.write('two');
     await forked.waitFor(/two/);
     await Promise.all([child!.kill(), guest.vm.kill()]);
 
-    const vm = await Vm.restore(info.dir, { diskTop: path.join(dir, 'top-3'), vsockPath: path.join(dir, 'r.sock') });
+    const vm = await Vm.restore(info.dir, {
+      resources: {
+        'virtio-blk': { path: path.join(dir, 'top-3') },
+        'virtio-vsock': { path: path.join(dir, 'r.sock') },
+      },
+    });
     const restored = { vm, ...watchConsole(vm) };
     vm.start();
     vm.write('three');
     await restored.waitFor(/three/);
     expect(restored.output()).toBe('three');
     await vm.kill();
-    await expect(Vm.restore(info.dir, { diskTop: path.join(dir, 'top-4') })).rejects.toThrow(/vsockPath/);
+    await expect(
+      Vm.restore(info.dir, { resources: { 'virtio-blk': { path: path.join(dir, 'top-4') } } }),
+    ).rejects.toThrow(/needs a "virtio-vsock" resource/);
   });
 });

@@ -1,0 +1,74 @@
+// One native instance of a VM while it lives (docs/engine.md, "Live instances"): made at every boot, restore and
+// fork child, ended when it exits, is killed or is replaced. It holds everything the engine keeps about it, so that
+// nothing about an instance lives in a map of its own: its vmhost and its name there, what its devices use on the
+// host (the disk layer it writes, its vsock socket), the guest agent's client and a console shell while it bakes.
+import { rmSync } from 'node:fs';
+import type { AgentClient } from '../agent-client/agent-client.js';
+import type { DeviceResources } from '../vmm/vm.js';
+import type { ConsoleShell } from './console-shell.js';
+import { isFrozenLayerSync } from './disk-layers.js';
+import type { VmHost } from './vmhost.js';
+
+/** The guest agent of an instance with a vsock device, as the engine follows it. */
+export interface InstanceAgent {
+  client: AgentClient;
+  /** Settles once the first HELLO (and a remint it owes) arrived or was given up. */
+  settled: Promise<unknown>;
+  remint: () => Promise<void>;
+  check: () => Promise<void>;
+}
+
+export class LiveInstance {
+  agent: InstanceAgent | undefined;
+  /** While a fresh boot runs the Smolfile's init commands on its console. */
+  shell: ConsoleShell | undefined;
+  #ended = false;
+
+  constructor(
+    /** The vmhost's name for it: `vm-…#n`, new for every boot, restore and fork child. */
+    readonly name: string,
+    /** The VM record it is the instance of. */
+    readonly vm: string,
+    readonly host: VmHost,
+    /**
+     * What its devices use on the host, by device name (vm.ts, DeviceResources). It owns the disk layer it writes
+     * (`virtio-blk`): removed when it ends, unless a checkpoint froze it into a snapshot first (then the snapshot
+     * owns it).
+     */
+    readonly resources: DeviceResources,
+  ) {}
+
+  /** The VM id in an instance name (`vm-…#3` → `vm-…`). */
+  static vmOf(name: string): string {
+    return name.slice(0, name.lastIndexOf('#'));
+  }
+
+  /** The layer its disk writes, when it has a writable disk. */
+  get diskTop(): string | undefined {
+    return this.resources['virtio-blk']?.path;
+  }
+
+  /** Its disk writes `file` from now on; the layer it wrote before belongs to a snapshot now (or to nobody). */
+  writes(file: string): void {
+    this.resources['virtio-blk'] = { path: file };
+  }
+
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /**
+   * Lets go of it: the agent connection, and its disk layer unless that is frozen. Its VMM may still have the layer
+   * open: unlinking is safe. A frozen one is a snapshot's (a checkpoint froze it just as the VM ended, before the
+   * engine heard of the new layer): it stays. Idempotent.
+   */
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    const top = this.diskTop;
+    if (top && !isFrozenLayerSync(top)) rmSync(top, { force: true });
+    this.agent?.client.close();
+    this.agent = undefined;
+    this.shell = undefined;
+  }
+}
