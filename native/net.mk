@@ -1,5 +1,5 @@
-# The network's part of the build (docs/network.md), included at the end of the Makefile: the per-packet policy and
-# the libslirp backend in the C unit tests, and the policy's libFuzzer target.
+# The network's part of the build (docs/network.md), included at the end of the Makefile: the per-packet policy, the
+# libslirp backend and virtio-net's device side in the C unit tests, and the policy's libFuzzer target.
 
 SLIRP_CFLAGS := $(shell pkg-config --cflags slirp 2>/dev/null)
 SLIRP_LIBS := $(shell pkg-config --libs slirp 2>/dev/null)
@@ -11,8 +11,8 @@ NET_POLICY_SRCS := $(VMM)/net_policy.c $(VMM)/error.c
 
 TEST_CFLAGS += $(SLIRP_CFLAGS)
 # The test runner's recipe links TEST_SRCS in order, so the libraries go last, after the sources that use them.
-TEST_SRCS += $(VMM)/net_policy.c $(VMM)/net_slirp.c $(SLIRP_LIBS)
-$(OUT)/tests/run: $(VMM)/net_policy.c $(VMM)/net_slirp.c tests/net_frames.h
+TEST_SRCS += $(VMM)/net_policy.c $(VMM)/net_slirp.c $(VMM)/virtio_net.c $(SLIRP_LIBS)
+$(OUT)/tests/run: $(VMM)/net_policy.c $(VMM)/net_slirp.c $(VMM)/virtio_net.c tests/net_frames.h
 
 fuzz: $(OUT)/fuzz/fuzz_net_policy $(OUT)/fuzz/net_policy_seeds
 

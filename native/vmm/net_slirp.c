@@ -65,6 +65,8 @@ struct net_slirp {
 
 	struct net_forward forwards[NET_SLIRP_MAX_FORWARDS];
 	unsigned n_forwards;
+	void (*rx_ready)(void *opaque);
+	void *rx_opaque;
 };
 
 /* ---- queues ---- */
@@ -111,8 +113,11 @@ static void deliver(struct net_slirp *ns, const void *data, size_t len)
 		return;
 	}
 	ns->stats.rx_frames++;
-	if (was_empty)
+	if (was_empty) {
 		kick(ns->rx_fd);
+		if (ns->rx_ready)
+			ns->rx_ready(ns->rx_opaque);
+	}
 }
 
 /* ---- libslirp's callbacks ---- */
@@ -459,6 +464,8 @@ int net_slirp_start(struct net_slirp **out, const struct net_slirp_config *cfg, 
 	ns->wake_fd = ns->rx_fd = -1;
 	pthread_mutex_init(&ns->lock, NULL);
 	ns->policy = *cfg->policy;
+	ns->rx_ready = cfg->rx_ready;
+	ns->rx_opaque = cfg->rx_opaque;
 	add_host_addresses(&ns->policy);
 	ns->tx.slots = calloc(NET_SLIRP_QUEUE, sizeof(struct frame));
 	ns->rx.slots = calloc(NET_SLIRP_QUEUE, sizeof(struct frame));

@@ -36,6 +36,10 @@ struct net_slirp_config {
 	const struct net_policy *policy;	/* copied; its counters start from there */
 	struct net_forward forwards[NET_SLIRP_MAX_FORWARDS];
 	unsigned n_forwards;
+	/* Optional: called on the backend's thread, with its lock held, whenever frames for the guest start waiting (as
+	 * rx_fd is written); it must not call back into the backend (vdev_kick only writes an eventfd). */
+	void (*rx_ready)(void *opaque);
+	void *rx_opaque;
 };
 
 struct net_slirp_stats {
