@@ -1,5 +1,6 @@
 // A VM's live console: its session (console-sessions.ts) placed here, fitted to the pane, with find, copy and
-// reconnect. Typing goes to the guest; a paste goes in chunks.
+// reconnect. It never takes the keyboard by itself: a click in it does, and it says so ("typing goes to the guest"),
+// so the page's single-key shortcuts never reach the guest by accident. A paste goes in chunks.
 import { useEffect, useRef, useState, useSyncExternalStore } from 'react';
 import { useApp, useAppState } from '../app-context.js';
 import { consoleSession } from './console-sessions.js';
@@ -12,6 +13,10 @@ export function Console({ vmId }: { vmId: string }) {
   const status = useSyncExternalStore(
     (listener) => session.onStatus(listener),
     () => session.status,
+  );
+  const typing = useSyncExternalStore(
+    (listener) => session.onTyping(listener),
+    () => session.typing,
   );
   const vmState = useAppState((s) => s.engine.vms[vmId]?.state);
   const vmName = useAppState((s) => s.engine.vms[vmId]?.name ?? vmId);
@@ -28,7 +33,6 @@ export function Console({ vmId }: { vmId: string }) {
     const observer = new ResizeObserver(fit);
     observer.observe(container);
     fit();
-    session.terminal.focus();
     return () => {
       observer.disconnect();
       hide();
@@ -69,6 +73,9 @@ export function Console({ vmId }: { vmId: string }) {
                 ? 'live'
                 : `the VM is ${vmState ?? 'gone'}: its last output`}
         </span>
+        <span className={`console-keys${typing ? ' typing' : ''}`} role="status" data-testid="console-keys">
+          {typing ? '⌨ typing goes to the guest (click outside to stop)' : 'click the console to type'}
+        </span>
         <div className="spacer" />
         <input
           type="search"
@@ -105,7 +112,7 @@ export function Console({ vmId }: { vmId: string }) {
         </button>
         {status.state === 'closed' && <button onClick={() => session.connect()}>Reconnect</button>}
       </div>
-      <div className="console-host" ref={host} data-testid="console" />
+      <div className={`console-host${typing ? ' typing' : ''}`} ref={host} data-testid="console" />
     </section>
   );
 }

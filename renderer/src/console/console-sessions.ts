@@ -80,6 +80,22 @@ export class ConsoleSession {
     return this.#status;
   }
 
+  /** Whether typing goes to the guest now: the terminal has the keyboard focus (only after the user clicked it). */
+  get typing(): boolean {
+    return this.terminal.textarea !== undefined && document.activeElement === this.terminal.textarea;
+  }
+
+  /** Calls `listener` when the terminal gains or loses the focus; returns the stop. */
+  onTyping(listener: () => void): () => void {
+    const textarea = this.terminal.textarea;
+    textarea?.addEventListener('focus', listener);
+    textarea?.addEventListener('blur', listener);
+    return () => {
+      textarea?.removeEventListener('focus', listener);
+      textarea?.removeEventListener('blur', listener);
+    };
+  }
+
   onStatus(listener: () => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
