@@ -1,8 +1,9 @@
 // Benchmark `sdk`: the Python SDK (sdk/python) against the TypeScript SDK, in the same run, on the same engine (its own
 // throwaway data dir) and VM, taking turns each run: a round trip (a command through the agent when the Smolfile's
-// guest has one, else typing into the console until the guest echoes it, which is what a tiny guest on PVM can do)
-// and a fork of 8 until the children run. The Python side is a worker process (sdk/python/bench/sdk_worker.py) that
-// times its own calls, as this process times the TypeScript ones. docs/python-sdk.md, "Measured".
+// guest has one, else typing into the console until the guest echoes it, which is what a tiny guest on PVM can do),
+// a fork of 8 until the children run, and the API's round trip alone (GET /health: little engine work, so mostly
+// the client's own cost). The Python side is a worker process (sdk/python/bench/sdk_worker.py) that times its own
+// calls, as this process times the TypeScript ones. docs/python-sdk.md, "Measured".
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -76,6 +77,10 @@ async function tsTime(smol: Smol, request: { op: string; vm: string; n: number }
     await echoed;
     return performance.now() - t0;
   }
+  if (request.op === 'health') {
+    await smol.api.call('health');
+    return performance.now() - t0;
+  }
   if (request.op === 'exec') {
     const { exitCode } = await smol.exec(request.vm, ['true']);
     if (exitCode !== 0) throw new Error(`true exited ${exitCode}`);
@@ -99,6 +104,7 @@ export async function benchSdk(options: SdkBenchOptions): Promise<SdkBenchResult
     const samples: Record<string, { ts: number[]; py: number[] }> = {
       [trip]: { ts: [], py: [] },
       fork: { ts: [], py: [] },
+      health: { ts: [], py: [] },
     };
     let n = 0;
     try {
@@ -106,7 +112,7 @@ export async function benchSdk(options: SdkBenchOptions): Promise<SdkBenchResult
         // Alternate which SDK goes first, so neither always finds the engine just warmed (or just busied).
         const order = run % 2 === 0 ? (['ts', 'py'] as const) : (['py', 'ts'] as const);
         const measured: Record<string, { ts: number; py: number }> = {};
-        for (const op of [trip, 'fork']) {
+        for (const op of [trip, 'fork', 'health']) {
           measured[op] = { ts: 0, py: 0 };
           for (const side of order) {
             const request = { op, vm: vm.id, n: op === 'fork' ? options.forks : ++n };
@@ -139,11 +145,13 @@ export async function benchSdk(options: SdkBenchOptions): Promise<SdkBenchResult
         summarize(`${tripName}: Python SDK`, samples[trip]!.py),
         summarize(`fork(${options.forks}) until the children run: TypeScript SDK`, samples.fork!.ts),
         summarize(`fork(${options.forks}) until the children run: Python SDK`, samples.fork!.py),
+        summarize('API round trip GET /api/v1/health: TypeScript SDK', samples.health!.ts),
+        summarize('API round trip GET /api/v1/health: Python SDK', samples.health!.py),
       ],
       host: benchHost(),
       ratios,
       notes: [
-        `ratio Python/TypeScript (p50): ${trip} ${ratios[trip]}, fork ${ratios.fork} (goal: at most 1.2)`,
+        `ratio Python/TypeScript (p50): ${trip} ${ratios[trip]}, fork ${ratios.fork}, health ${ratios.health} (goal: at most 1.2)`,
         `Python ${worker.version} (${python()}), each SDK over the engine's Unix socket, taking turns every run`,
         ...(agent ? [] : ['this guest has no agent (a bare kernel): the round trip is the console one, not exec']),
       ],

@@ -5,6 +5,7 @@ turns on the same engine, VM and moment.
     {"op": "console", "vm": "vm-…", "n": 3}   a console round trip: attach, type "p3q", see it echoed
     {"op": "exec", "vm": "vm-…"}              a command's round trip through the agent (``true``)
     {"op": "fork", "vm": "vm-…", "n": 8}      fork(n) until the children run (they are removed afterwards, untimed)
+    {"op": "health", "vm": "vm-…"}            the API's round trip alone (GET /api/v1/health): the SDK's own cost
     → {"ms": 12.3}                            or {"error": "..."}
 """
 
@@ -45,6 +46,10 @@ def main() -> int:
                 ms = (time.perf_counter() - t0) * 1000
                 for child in children:
                     smol.remove_vm(child)
+            elif op == "health":
+                t0 = time.perf_counter()
+                smol.health()
+                ms = (time.perf_counter() - t0) * 1000
             else:
                 raise ValueError(f"unknown op {op!r}")
             print(json.dumps({"ms": ms}), flush=True)
