@@ -1,4 +1,5 @@
-// The smol native module: kvmProbe(), createVm(), restoreVm() and the disk layer calls. See docs/vmm.md.
+// The smol native module: kvmProbe(), createVm(), restoreVm(), the disk layer calls and snapshotInfo(). See
+// docs/vmm.md.
 #include <napi.h>
 
 #include "disk_wrap.h"
@@ -41,6 +42,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("createDiskLayer", Napi::Function::New<CreateDiskLayer>(env, "createDiskLayer"));
   exports.Set("diskInfo", Napi::Function::New<DiskInfo>(env, "diskInfo"));
   exports.Set("flattenDiskLayer", Napi::Function::New<FlattenDiskLayer>(env, "flattenDiskLayer"));
+  exports.Set("snapshotInfo", Napi::Function::New<SnapshotInfo>(env, "snapshotInfo"));
   return exports;
 }
 

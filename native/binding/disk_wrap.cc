@@ -1,5 +1,6 @@
-// Disk layers (docs/disks.md) for the engine: create a layer, describe a chain, flatten one. They touch the disk, so
-// they run off the JavaScript thread and return promises.
+// Disk layers (docs/disks.md) for the engine: create a layer, describe a chain, flatten one; and a snapshot
+// directory checked as a restore would open it (`smol store check`). They touch the disk, so they run off the
+// JavaScript thread and return promises.
 #include "disk_wrap.h"
 
 #include "vm_error_js.h"
@@ -10,6 +11,7 @@
 extern "C" {
 #include "disk.h"
 #include "error.h"
+#include "vm.h"
 }
 
 namespace {
@@ -122,7 +124,52 @@ class FlattenWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
 };
 
+// snapshotInfo(dir): the snapshot's state and memory layer (and its parents') opened and checked, checksums included,
+// without reading guest memory: what `smol store check` asks of every published snapshot.
+class SnapshotInfoWorker : public Napi::AsyncWorker {
+ public:
+  SnapshotInfoWorker(Napi::Env env, std::string dir)
+      : Napi::AsyncWorker(env, "smol:snapshotInfo"), dir_(std::move(dir)), deferred_(Napi::Promise::Deferred::New(env)) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+  void Execute() override {
+    struct vm_error err = {};
+    struct vm_snapshot* s = nullptr;
+    if (vm_snapshot_open(dir_.c_str(), &s, &err) < 0) {
+      code_ = err.code;
+      SetError(err.msg);
+      return;
+    }
+    vm_snapshot_get_info(s, &info_);
+    vm_snapshot_put(s);
+  }
+  void OnOK() override {
+    Napi::Object r = Napi::Object::New(Env());
+    r.Set("id", info_.id);
+    r.Set("parentDir", info_.parent_dir[0] ? Napi::Value(Napi::String::New(Env(), info_.parent_dir)) : Env().Null());
+    r.Set("memoryBytes", static_cast<double>(info_.mem_size));
+    r.Set("cpus", info_.nr_cpus);
+    r.Set("pages", static_cast<double>(info_.pages));
+    deferred_.Resolve(r);
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(WithVmCode(e, code_)); }
+
+ private:
+  int code_ = 0;
+  std::string dir_;
+  struct vm_snapshot_info info_ = {};
+  Napi::Promise::Deferred deferred_;
+};
+
 }  // namespace
+
+Napi::Value SnapshotInfo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "snapshotInfo(dir) expects a path");
+  auto* worker = new SnapshotInfoWorker(env, info[0].As<Napi::String>().Utf8Value());
+  Napi::Promise p = worker->Promise();
+  worker->Queue();
+  return p;
+}
 
 Napi::Value FlattenDiskLayer(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();

@@ -1,5 +1,6 @@
 // createDiskLayer(path, below) -> Promise<void>; diskInfo(path) -> Promise<{size, base, layers}>;
 // flattenDiskLayer(path) -> Promise<{depthBefore, depthAfter, bytes}>. See docs/disks.md.
+// snapshotInfo(dir) -> Promise<{id, parentDir, memoryBytes, cpus, pages}>: the snapshot checked as a restore opens it.
 #pragma once
 
 #include <napi.h>
@@ -7,3 +8,4 @@
 Napi::Value CreateDiskLayer(const Napi::CallbackInfo& info);
 Napi::Value DiskInfo(const Napi::CallbackInfo& info);
 Napi::Value FlattenDiskLayer(const Napi::CallbackInfo& info);
+Napi::Value SnapshotInfo(const Napi::CallbackInfo& info);

@@ -49,7 +49,9 @@ export async function connectEngine(options: ConnectOptions = {}): Promise<ApiCl
     if (await health(client)) return client;
     // Another client's engine may have won the lock (exit code 3): it answers soon.
     if (exited && exited !== 'exit code 3') {
-      throw new Error(`the engine for ${home} failed to start (${exited}); see ${paths.log}`);
+      // Its last words (the CLI's `smol: …` line) say why, e.g. a store it refuses to start on.
+      const why = lastLine(paths.log, /^smol: (.*)$/);
+      throw new Error(`the engine for ${home} failed to start (${why ?? exited}); see ${paths.log}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
@@ -67,4 +69,17 @@ function lockHolder(lockFile: string): string | null {
   } catch {
     return null;
   }
+}
+
+function lastLine(file: string, pattern: RegExp): string | null {
+  try {
+    const lines = readFileSync(file, 'utf8').trimEnd().split('\n').slice(-20).reverse();
+    for (const line of lines) {
+      const match = pattern.exec(line);
+      if (match) return match[1]!;
+    }
+  } catch {
+    // no log
+  }
+  return null;
 }

@@ -83,6 +83,10 @@ const COMMANDS: Record<string, { summary: string; run: () => Promise<Run> }> = {
     summary: 'open the engine API on a TCP port with a token (prints the URL)',
     run: async () => (await import('./serve-command.js')).runServe,
   },
+  store: {
+    summary: "check the data dir's snapshots, layers and records (--repair quarantines what is broken)",
+    run: async () => (await import('./store-command.js')).runStore,
+  },
   engine: {
     summary: 'run, inspect or stop the engine of a data dir',
     run: async () => (await import('./engine-command.js')).runEngineCommand,

@@ -39,6 +39,7 @@ import { planBoot, prepareImage } from './boot-plan.js';
 import { EngineCore, type EngineOptions } from './engine-core.js';
 import { METRICS_INTERVAL_MS } from './metrics.js';
 import { EpisodeRecord, LIVE_STATES, freshName, vmView } from './episode-registry.js';
+import { checkStore, untrusted } from './store-check.js';
 import { SnapshotStore, newId } from './snapshot-store.js';
 
 export type { EngineOptions } from './engine-core.js';
@@ -50,6 +51,16 @@ export class Engine extends EngineCore implements EngineApi {
   /** Opens the store (recovering it), loads the episodes and resumes the VMs the last engine suspended. */
   static async open(options: EngineOptions): Promise<Engine> {
     const store = await SnapshotStore.open(options.home, options.log);
+    // What recovery could not mend by itself (docs/engine.md, "Checking the store"): refuse, and say how to repair.
+    const problems = untrusted(await checkStore(options.home));
+    if (problems.length > 0) {
+      for (const p of problems) options.log(`store: ${p.path}: ${p.problem}`);
+      const first = `${problems[0]!.path}: ${problems[0]!.problem}`;
+      throw new Error(
+        `the store in ${options.home} has ${problems.length} problem${problems.length > 1 ? 's' : ''} an engine ` +
+          `cannot start on (${first}); run: smol store check --repair --home ${options.home}`,
+      );
+    }
     const engine = new Engine(store, options);
     await engine.#load();
     engine.startMetrics();

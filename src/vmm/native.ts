@@ -174,6 +174,23 @@ export interface NativeBinding {
    * stay short however many checkpoints a VM takes (docs/disks.md, "Flattening").
    */
   flattenDiskLayer(path: string): Promise<{ depthBefore: number; depthAfter: number; bytes: number }>;
+  /**
+   * The snapshot directory opened and checked as a restore opens it (its state's checksum, its memory layer's header,
+   * and its parents'), without reading guest memory; rejects with the VMM's message and code.
+   */
+  snapshotInfo(dir: string): Promise<SnapshotInfo>;
+}
+
+/** What `snapshotInfo` found in a snapshot directory. */
+export interface SnapshotInfo {
+  /** The VMM's id of the snapshot (hex), which its memory layer carries too. */
+  id: string;
+  /** The directory of the snapshot its memory layer is a diff against; null for a full one. */
+  parentDir: string | null;
+  memoryBytes: number;
+  cpus: number;
+  /** Pages in its own memory layer. */
+  pages: number;
 }
 
 export const nativeModulePath = path.join(packageRoot, 'native', 'build', 'Release', 'smol.node');
