@@ -60,14 +60,15 @@ struct device_instance {
 	void *state;
 };
 
-/* What optional devices a VM has: from its vm_config, or for a restore from the snapshot (and disk_top). */
+/*
+ * What optional devices a VM has: from its vm_config, or for a restore from the snapshot. What they use on the host
+ * (a disk's writable layer, the vsock socket) is in vm->resources, by device name.
+ */
 struct vm_device_config {
-	char *disk, *disk_top;	/* owned copies */
+	char *disk;		/* owned copy */
 	int rng;
 	int virtio_console;
-	char *vsock_path;	/* owned copy; NULL: no vsock device */
 	uint64_t vsock_cid;
-	const char *next_disk_top;	/* during vm_checkpoint: where a writable disk goes on */
 };
 
 struct vm {
@@ -84,6 +85,16 @@ struct vm {
 	struct kernel_image kernel;
 	struct vm_callbacks cb;
 	struct vm_device_config devcfg;
+	/*
+	 * What its devices use on the host, by device name (vm.h, struct vm_device_resource): owned copies, from the
+	 * vm_config at a boot (disk_top, vsock_path), from vm_restore_params at a restore. A device reads its own entry
+	 * with vm_resource(); no device's entry has a field of its own here.
+	 */
+	struct vm_device_resource *resources;
+	size_t nr_resources;
+	/* During vm_checkpoint only: the caller's, what the devices go on with (vm_next_resource). */
+	const struct vm_device_resource *next_resources;
+	size_t nr_next_resources;
 	const struct snap_blob *restoring;	/* during vm_restore: the snapshot's sections (which devices exist) */
 	struct boot_virtio virtio[BOOT_MAX_VIRTIO];	/* virtio-mmio windows, in slot order */
 	int nr_virtio;
@@ -143,5 +154,14 @@ void vcpu_destroy(struct vcpu *cpu);
 void *vcpu_thread(void *arg);
 void vcpu_kick(struct vcpu *cpu);
 void vcpu_signal_init(void);
+
+/* The path of this VM's resource for `device` ("virtio-blk"), or NULL. */
+const char *vm_resource(const struct vm *vm, const char *device);
+/* During vm_checkpoint: the path the caller gave `device` to go on with, or NULL. */
+const char *vm_next_resource(const struct vm *vm, const char *device);
+/* Takes copies of `resources` as the VM's (checked first: vm_resources_check). */
+int vm_set_resources(struct vm *vm, const struct vm_device_resource *resources, size_t nr, struct vm_error *err);
+/* Every entry names a registered device, once, with a path; else EINVAL naming it. */
+int vm_resources_check(const struct vm_device_resource *resources, size_t nr, struct vm_error *err);
 
 #endif

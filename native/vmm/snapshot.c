@@ -549,8 +549,7 @@ const struct vm_device_resource *vm_device_resource_find(const struct vm_device_
 	return NULL;
 }
 
-/* Every entry names a registered device, once, with a path. */
-static int check_resources(const struct vm_device_resource *resources, size_t nr, struct vm_error *err)
+int vm_resources_check(const struct vm_device_resource *resources, size_t nr, struct vm_error *err)
 {
 	for (size_t i = 0; i < nr; i++) {
 		const char *name = resources[i].device;
@@ -570,14 +569,6 @@ static int check_resources(const struct vm_device_resource *resources, size_t nr
 	return 0;
 }
 
-/* The path of `device`'s resource, or NULL. */
-static const char *resource_path(const struct vm_device_resource *resources, size_t nr, const char *device)
-{
-	const struct vm_device_resource *r = vm_device_resource_find(resources, nr, device);
-
-	return r ? r->path : NULL;
-}
-
 int vm_checkpoint(struct vm *vm, const struct vm_checkpoint_params *params, struct vm_snapshot **out,
 		  struct vm_checkpoint_stats *stats, struct vm_error *err)
 {
@@ -589,15 +580,15 @@ int vm_checkpoint(struct vm *vm, const struct vm_checkpoint_params *params, stru
 	const struct vm_device_resource *resources = params ? params->resources : NULL;
 	size_t nr_resources = params ? params->nr_resources : 0;
 
-	ret = check_resources(resources, nr_resources, err);
+	ret = vm_resources_check(resources, nr_resources, err);
 	if (ret < 0)
 		return vm_error_prefix(err, "cannot checkpoint: ");
 	ret = vm_hold(vm, &was_running, err);
 	if (ret < 0)
 		return vm_error_prefix(err, "cannot checkpoint: ");
 	snap_writer_init(&w);
-	/* The devices' entries, where their device config takes them (the next device module reads its own). */
-	vm->devcfg.next_disk_top = resource_path(resources, nr_resources, "virtio-blk");
+	vm->next_resources = resources;	/* for the devices' quiesce: each takes its own (vm_next_resource) */
+	vm->nr_next_resources = nr_resources;
 	ret = devices_quiesce(vm, err);
 	if (ret < 0) {
 		vm_release(vm, was_running);
@@ -608,7 +599,8 @@ int vm_checkpoint(struct vm *vm, const struct vm_checkpoint_params *params, stru
 	if (!ret)
 		ret = memory_freeze(vm, &st, err);
 	devices_resume(vm);
-	vm->devcfg.next_disk_top = NULL;
+	vm->next_resources = NULL;
+	vm->nr_next_resources = 0;
 	vm_release(vm, was_running);
 	st.pause_ms = now_ms() - t0;
 	random_id(id);
@@ -1190,25 +1182,19 @@ static int devices_restore(struct vm *vm, const struct vm_snapshot *s, struct vm
 
 int vm_restore(struct vm_snapshot *s, const struct vm_restore_params *params, struct vm **out, struct vm_error *err)
 {
-	const char *disk_top = resource_path(params->resources, params->nr_resources, "virtio-blk");
-	const char *vsock_path = resource_path(params->resources, params->nr_resources, "virtio-vsock");
 	struct vm *vm;
 	int ret;
 
 	ret = vm_check_console_limit(params->console_limit, err);
 	if (!ret)
-		ret = check_resources(params->resources, params->nr_resources, err);
+		ret = vm_resources_check(params->resources, params->nr_resources, err);
 	if (ret < 0)
 		return ret;
 	vm = vm_alloc((int)s->info.nr_cpus, params->console_limit, params->cb, err);
 	if (!vm)
 		return -1;
 	vm->restoring = &s->parsed;	/* the devices the snapshot has state for are the ones the VM gets */
-	vm->devcfg.disk_top = disk_top ? strdup(disk_top) : NULL;
-	vm->devcfg.vsock_path = vsock_path ? strdup(vsock_path) : NULL;
-	ret = (disk_top && !vm->devcfg.disk_top) || (vsock_path && !vm->devcfg.vsock_path)
-		      ? vm_error_set(err, ENOMEM, "out of memory")
-		      : 0;
+	ret = vm_set_resources(vm, params->resources, params->nr_resources, err);
 	if (!ret)
 		ret = vm_build(vm, 0, s->layer, err);
 	if (!ret)

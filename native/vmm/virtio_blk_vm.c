@@ -30,26 +30,27 @@ static struct blk_dev *blk_of(void *state)
 static int blk_open(struct vm *vm, struct blk_dev *b, struct vm_error *err)
 {
 	const struct vm_device_config *c = &vm->devcfg;
+	const char *top = vm_resource(vm, "virtio-blk");	/* the writable layer; none: read-only */
 	char base[PATH_MAX];
 	int ret;
 
-	if (!c->disk_top)
+	if (!top)
 		return disk_open(c->disk, 1, &b->blk.disk, err);
 	if (!realpath(c->disk, base))
 		return vm_error_set(err, errno, "disk %s: %s", c->disk, strerror(errno));
-	if (access(c->disk_top, F_OK) < 0) {
-		ret = disk_layer_create(c->disk_top, base, err);
+	if (access(top, F_OK) < 0) {
+		ret = disk_layer_create(top, base, err);
 		if (ret < 0)
 			return ret;
 	}
-	ret = disk_open(c->disk_top, 0, &b->blk.disk, err);
+	ret = disk_open(top, 0, &b->blk.disk, err);
 	if (ret < 0)
 		return ret;
 	if (b->blk.disk->read_only)
 		return vm_error_set(err, EINVAL, "disk layer %s is frozen (a snapshot uses it): give a new top layer",
-				    c->disk_top);
+				    top);
 	if (strcmp(b->blk.disk->base_path, base))
-		return vm_error_set(err, EINVAL, "disk layer %s sits on %s, not on %s", c->disk_top,
+		return vm_error_set(err, EINVAL, "disk layer %s sits on %s, not on %s", top,
 				    b->blk.disk->base_path, base);
 	return 0;
 }
@@ -103,16 +104,17 @@ static int blk_quiesce(struct vm *vm, void *state, struct vm_error *err)
 {
 	struct vdev *v = state;
 	struct blk_dev *b = blk_of(state);
+	const char *next = vm_next_resource(vm, "virtio-blk");	/* the layer it goes on with */
 	int ret = 0;
 
 	pthread_mutex_lock(&v->t.lock);
 	if (!b->writable)
 		return 0;
-	if (!vm->devcfg.next_disk_top)
+	if (!next)
 		ret = vm_error_set(err, EINVAL, "the VM has a writable disk: a checkpoint needs a \"virtio-blk\" "
 				   "resource, the path of the disk layer it goes on with");
 	else
-		ret = disk_freeze_and_stack(b->blk.disk, vm->devcfg.next_disk_top, err);
+		ret = disk_freeze_and_stack(b->blk.disk, next, err);
 	if (ret < 0)
 		pthread_mutex_unlock(&v->t.lock);
 	return ret;
@@ -162,14 +164,16 @@ static int blk_load(struct vm *vm, void *state, const uint8_t *data, size_t len,
 	if (memcmp(id, s.layer_id, DISK_ID_SIZE) || b->blk.disk->size != s.disk_size)
 		return vm_error_set(err, EINVAL, "disk layer %s is not the one the snapshot froze (replaced?)", s.path);
 	if (s.writable) {
-		if (!vm->devcfg.disk_top)
+		const char *top = vm_resource(vm, "virtio-blk");
+
+		if (!top)
 			return vm_error_set(err, EINVAL, "the VM had a writable disk: restoring it needs a "
 					    "\"virtio-blk\" resource, the path of its new disk layer");
 		disk_close(b->blk.disk);
 		b->blk.disk = NULL;
-		ret = disk_layer_create(vm->devcfg.disk_top, s.path, err);
+		ret = disk_layer_create(top, s.path, err);
 		if (!ret)
-			ret = disk_open(vm->devcfg.disk_top, 0, &b->blk.disk, err);
+			ret = disk_open(top, 0, &b->blk.disk, err);
 		if (ret < 0)
 			return ret;
 		b->writable = 1;

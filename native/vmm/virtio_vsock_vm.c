@@ -35,13 +35,14 @@ static void vsock_free(struct vdev *v, struct vsock_dev *d)
 
 static int vsock_setup(struct vm *vm, void **state, struct vm_error *err)
 {
+	const char *path = vm_resource(vm, "virtio-vsock");	/* the host side's socket */
 	struct vsock_dev *d;
 	struct vdev *v;
 	int ret;
 
-	if (!vdev_wanted(vm, "virtio-vsock", !!vm->devcfg.vsock_path))
+	if (!vdev_wanted(vm, "virtio-vsock", !!path))
 		return 1;
-	if (!vm->devcfg.vsock_path)
+	if (!path)
 		return vm_error_set(err, EINVAL, "the VM had a vsock device: restoring it needs a \"virtio-vsock\" "
 				    "resource, the path of its socket");
 	d = calloc(1, sizeof(*d));
@@ -54,7 +55,7 @@ static int vsock_setup(struct vm *vm, void **state, struct vm_error *err)
 	}
 	v->dev = d;
 	/* A restore's CID comes from the snapshot (vsock_load); until then the configured one stands in. */
-	ret = virtio_vsock_init(&d->vsock, vm->restoring ? 3 : vm->devcfg.vsock_cid, vm->devcfg.vsock_path, err);
+	ret = virtio_vsock_init(&d->vsock, vm->restoring ? 3 : vm->devcfg.vsock_cid, path, err);
 	if (ret == 0) {
 		d->ready = 1;
 		ret = virtio_vsock_start(&d->vsock, &v->t, err);

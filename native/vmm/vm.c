@@ -272,26 +272,32 @@ int vm_check_console_limit(uint64_t limit, struct vm_error *err)
 
 int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct vm **out, struct vm_error *err)
 {
+	/* The config's host paths are the devices' entries, as a restore's resources are. */
+	struct vm_device_resource boot[2];
+	size_t nr = 0;
 	struct vm *vm;
 	int ret = config_check(cfg, err);
 
 	if (ret < 0)
 		return ret;
+	if (cfg->disk_top)
+		boot[nr++] = (struct vm_device_resource){ "virtio-blk", cfg->disk_top };
+	if (cfg->vsock_path)
+		boot[nr++] = (struct vm_device_resource){ "virtio-vsock", cfg->vsock_path };
 	vm = vm_alloc(cfg->nr_cpus, cfg->console_limit, cb, err);
 	if (!vm)
 		return -1;
 	vm->devcfg.rng = cfg->rng;
 	vm->devcfg.virtio_console = cfg->virtio_console;
 	vm->devcfg.disk = cfg->disk ? strdup(cfg->disk) : NULL;
-	vm->devcfg.disk_top = cfg->disk_top ? strdup(cfg->disk_top) : NULL;
-	vm->devcfg.vsock_path = cfg->vsock_path ? strdup(cfg->vsock_path) : NULL;
 	vm->devcfg.vsock_cid = cfg->vsock_cid ? cfg->vsock_cid : 3;
-	if ((cfg->disk && !vm->devcfg.disk) || (cfg->disk_top && !vm->devcfg.disk_top) ||
-	    (cfg->vsock_path && !vm->devcfg.vsock_path)) {
+	if (cfg->disk && !vm->devcfg.disk) {
 		vm_destroy(vm);
 		return vm_error_set(err, ENOMEM, "out of memory");
 	}
-	ret = vm_build(vm, cfg->mem_size, NULL, err);
+	ret = vm_set_resources(vm, boot, nr, err);
+	if (!ret)
+		ret = vm_build(vm, cfg->mem_size, NULL, err);
 	if (!ret)
 		ret = boot_load(vm, cfg, err);
 	if (ret < 0) {
@@ -515,8 +521,11 @@ void vm_destroy(struct vm *vm)
 		close(vm->kvm_fd);
 	console_exit(&vm->console);
 	free(vm->devcfg.disk);
-	free(vm->devcfg.disk_top);
-	free(vm->devcfg.vsock_path);
+	for (size_t i = 0; i < vm->nr_resources; i++) {
+		free((char *)vm->resources[i].device);
+		free((char *)vm->resources[i].path);
+	}
+	free(vm->resources);
 	pthread_cond_destroy(&vm->cond);
 	pthread_mutex_destroy(&vm->lock);
 	free(vm->cpus);
@@ -558,6 +567,39 @@ void vm_console_frontend_remove(struct vm *vm, void *dev)
 			vm->nr_frontends--;
 			return;
 		}
+}
+
+const char *vm_resource(const struct vm *vm, const char *device)
+{
+	const struct vm_device_resource *r = vm_device_resource_find(vm->resources, vm->nr_resources, device);
+
+	return r ? r->path : NULL;
+}
+
+const char *vm_next_resource(const struct vm *vm, const char *device)
+{
+	const struct vm_device_resource *r = vm_device_resource_find(vm->next_resources, vm->nr_next_resources, device);
+
+	return r ? r->path : NULL;
+}
+
+int vm_set_resources(struct vm *vm, const struct vm_device_resource *resources, size_t nr, struct vm_error *err)
+{
+	int ret = vm_resources_check(resources, nr, err);
+
+	if (ret < 0)
+		return ret;
+	vm->resources = nr ? calloc(nr, sizeof(*vm->resources)) : NULL;
+	if (nr && !vm->resources)
+		return vm_error_set(err, ENOMEM, "out of memory");
+	for (size_t i = 0; i < nr; i++) {
+		char *device = strdup(resources[i].device), *path = strdup(resources[i].path);
+
+		vm->resources[vm->nr_resources++] = (struct vm_device_resource){ device, path };
+		if (!device || !path)
+			return vm_error_set(err, ENOMEM, "out of memory");
+	}
+	return 0;
 }
 
 const struct console_frontend *vm_console_input_owner(struct vm *vm)
