@@ -116,6 +116,21 @@ function fakeEngine() {
     updateSnapshot: async (ref, request) => ({ ...find([snapshot()], ref), ...request }),
     deleteSnapshot: async (ref) => void find([snapshot()], ref),
     gc: async () => ({ removed: [], freedBytes: 0 }),
+    images: {
+      list: () => [],
+      pull: async ({ reference }) => ({
+        reference,
+        name: 'oci-0123456789abcdef',
+        file: '/c/oci-0123456789abcdef.ext4',
+        digest: `sha256:${'0'.repeat(64)}`,
+        cached: false,
+        size: 4096,
+        allocated: 4096,
+        seconds: 1,
+      }),
+      remove: async () => ({ removed: [], inUse: false }),
+      prune: async () => ({ removed: [] }),
+    },
     subscribe: (listener) => {
       listeners.add(listener);
       return () => listeners.delete(listener);
@@ -201,10 +216,17 @@ describe('API transport', () => {
       writeConsole: { data: 'ls\n' },
       updateSnapshot: { note: 'kept' },
       exec: { argv: ['echo', 'hi'] },
+      pullImage: { reference: 'python:3.12-slim' },
     };
     for (const route of ROUTES) {
       const url = route.path.replace(/:(\w+)/g, (_, name: keyof typeof params) => params[name]);
-      const query = route.query?.shape.force ? '?force=true' : route.query?.shape.port ? '?port=4242' : '';
+      const query = route.query?.shape.force
+        ? '?force=true'
+        : route.query?.shape.port
+          ? '?port=4242'
+          : route.query?.shape.reference
+            ? '?reference=python:3.12-slim'
+            : '';
       const body = await client.request(route.method, url + query, bodies[route.operation]);
       if (route.response) expect(() => route.response!.parse(body), `${route.method} ${url}`).not.toThrow();
       else expect(body, `${route.method} ${url}`).toBeUndefined();

@@ -11,6 +11,10 @@ import type {
   ForkResponse,
   GcResult,
   Health,
+  ImageSummary,
+  PulledImage,
+  PullImageRequest,
+  RemovedImages,
   ListenRequest,
   Listener,
   Logs,
@@ -80,8 +84,18 @@ export interface GuestFile {
   stream: AsyncIterable<Buffer>;
 }
 
+/** The root disk images of the engine's guest cache (docs/images.md); src/api/image-routes.ts has the files' own. */
+export interface ImageOperations {
+  list(): ImageSummary[];
+  pull(request: PullImageRequest): Promise<PulledImage>;
+  remove(reference: string): Promise<RemovedImages>;
+  prune(): Promise<RemovedImages>;
+}
+
 export interface EngineApi {
   health(): Health;
+  /** The image operations, when the engine has its own (a test's fake); else image-routes.ts works on the files. */
+  images?: ImageOperations;
   listEpisodes(): Episode[];
   getEpisode(ref: string): Episode;
   createEpisode(request: CreateEpisodeRequest): Promise<CreateEpisodeResponse>;

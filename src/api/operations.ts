@@ -82,6 +82,35 @@ export const OPERATIONS = {
     summary: 'The example Smolfiles that come with Smol Studio, with absolute paths for createEpisode',
     response: s.SmolfileExamples,
   }),
+  listImages: operation({
+    method: 'GET',
+    path: `${API_PREFIX}/images`,
+    summary: 'The root disk images in the guest cache: Debian images and pulled OCI images (smol image ls)',
+    response: s.ImageList,
+  }),
+  pullImage: operation({
+    method: 'POST',
+    path: `${API_PREFIX}/images`,
+    summary: 'Pull an OCI image (a registry reference or a local one) and make it a root disk (smol image pull)',
+    status: 201,
+    request: s.PullImageRequest,
+    response: s.PulledImage,
+  }),
+  removeImage: operation({
+    method: 'DELETE',
+    path: `${API_PREFIX}/images`,
+    summary: 'Forget a pulled reference; an image no reference names leaves the cache (smol image rm)',
+    query: z
+      .object({ reference: z.string().min(1).max(4096).describe('the reference, or an image name oci-<hash>') })
+      .strict(),
+    response: s.RemovedImages,
+  }),
+  pruneImages: operation({
+    method: 'POST',
+    path: `${API_PREFIX}/images/prune`,
+    summary: 'Remove every image no snapshot or VM sits on, and the layers no image needs (smol image prune)',
+    response: s.RemovedImages,
+  }),
   getEpisode: operation({
     method: 'GET',
     path: `${episodes}/:episode`,

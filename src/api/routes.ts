@@ -5,6 +5,7 @@ import type { EngineApi } from './engine-api.js';
 // A cycle (openapi.ts reads ROUTES), but neither module uses the other until a request or a call arrives.
 import { openApiDocument } from './openapi.js';
 import { smolfileExamples } from '../smolfile/smolfile-examples.js';
+import { imageOperations } from './image-routes.js';
 import {
   OPERATIONS,
   type OperationName,
@@ -49,6 +50,10 @@ const HANDLERS: Handlers = {
   listEpisodes: (api) => ({ episodes: api.listEpisodes() }),
   createEpisode: (api, _p, body) => api.createEpisode(body),
   listSmolfileExamples: () => ({ examples: smolfileExamples() }),
+  listImages: (api) => ({ images: imageOperations(api).list() }),
+  pullImage: (api, _p, body) => imageOperations(api).pull(body),
+  removeImage: (api, _p, _b, q) => imageOperations(api).remove(q.reference),
+  pruneImages: (api) => imageOperations(api).prune(),
   getEpisode: (api, p) => api.getEpisode(p.episode),
   deleteEpisode: (api, p, _b, q) => api.deleteEpisode(p.episode, q.force === 'true'),
   listSnapshots: (api, p) => ({ snapshots: api.listSnapshots(p.episode) }),

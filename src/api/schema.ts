@@ -255,6 +255,52 @@ export const Health = z
 export const GcResult = z
   .object({ removed: z.array(SnapshotId), freedBytes: z.number().int() })
   .meta({ id: 'GcResult' });
+/** A root disk image in the engine's guest cache (docs/images.md): a Debian image or an OCI image. */
+export const ImageSummary = z
+  .object({
+    /** `debian:bookworm`, or the references an OCI image was pulled as (`python:3.12-slim, …`). */
+    image: z.string(),
+    references: z.array(z.string()).optional(),
+    name: z.string(),
+    file: z.string(),
+    /** The OCI image's manifest digest, or the Debian image's recipe hash. */
+    digest: z.string().optional(),
+    hash: z.string().optional(),
+    size: z.number().int(),
+    allocated: z.number().int(),
+    built: z.string(),
+    seconds: z.number().nullable(),
+  })
+  .meta({ id: 'ImageSummary' });
+export const ImageList = z.object({ images: z.array(ImageSummary) }).meta({ id: 'ImageList' });
+export const PullImageRequest = z
+  .object({
+    /** python:3.12-slim, host:port/org/app:tag, name@sha256:…, oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE (paths as the engine sees them). */
+    reference: z.string().min(1).max(4096),
+    /** Convert again even when the cache has the image. */
+    force: z.boolean().optional(),
+  })
+  .strict()
+  .meta({ id: 'PullImageRequest' });
+export const PulledImage = z
+  .object({
+    reference: z.string(),
+    name: z.string(),
+    file: z.string(),
+    digest: z.string(),
+    cached: z.boolean(),
+    size: z.number().int(),
+    allocated: z.number().int(),
+    seconds: z.number().nullable(),
+  })
+  .meta({ id: 'PulledImage' });
+export const RemovedImages = z
+  .object({
+    removed: z.array(z.object({ name: z.string(), file: z.string(), bytes: z.number().int() })),
+    /** rm: snapshots still sit on the image (the engine's copy stays until prune finds it unused). */
+    inUse: z.boolean().optional(),
+  })
+  .meta({ id: 'RemovedImages' });
 export const MemoryStats = z
   .object({
     guestBytes: z.number(),
@@ -333,6 +379,10 @@ export type Health = z.infer<typeof Health>;
 export type ListenRequest = z.infer<typeof ListenRequest>;
 export type Listener = z.infer<typeof Listener>;
 export type GcResult = z.infer<typeof GcResult>;
+export type ImageSummary = z.infer<typeof ImageSummary>;
+export type PullImageRequest = z.input<typeof PullImageRequest>;
+export type PulledImage = z.infer<typeof PulledImage>;
+export type RemovedImages = z.infer<typeof RemovedImages>;
 export type MemoryStats = z.infer<typeof MemoryStats>;
 export type MetricSample = z.infer<typeof MetricSample>;
 export type MetricsHistory = z.infer<typeof MetricsHistory>;
