@@ -1,0 +1,91 @@
+// The image lifecycle through the API's image operations (src/api/image-routes.ts, what the engine runs for
+// GET/POST/DELETE /api/v1/images and POST /api/v1/images/prune): pull, list, rm, and prune keeping what a disk
+// layer (a snapshot's or a VM's) sits on. The cache is a temporary SMOL_CACHE; the layer a real layer header.
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EngineApi } from '../../src/api/engine-api.js';
+import { imageOperations } from '../../src/api/image-routes.js';
+import { busyboxLayers, FIXTURE_CONFIG, tarOf, writeLayout } from './oci-fixtures.js';
+
+const asRoot = process.getuid?.() === 0;
+let scratch: string;
+let home: string;
+let cacheImages: string;
+const saved = process.env.SMOL_CACHE;
+
+beforeAll(() => {
+  scratch = mkdtempSync(path.join(os.tmpdir(), 'smol-oci-lifecycle-'));
+  home = path.join(scratch, 'home');
+  mkdirSync(path.join(home, 'disks'), { recursive: true });
+  process.env.SMOL_CACHE = path.join(scratch, 'cache');
+  cacheImages = path.join(scratch, 'cache', 'guest', 'images');
+});
+afterAll(() => {
+  if (saved === undefined) delete process.env.SMOL_CACHE;
+  else process.env.SMOL_CACHE = saved;
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+/** A disk layer file as the VMM writes its header: magic, flags, the path of the image below. */
+function layerOver(below: string): void {
+  const header = Buffer.alloc(4096);
+  header.write('SMOLDISK', 0, 'latin1');
+  header.writeUInt32LE(1, 20); // frozen: a snapshot's
+  header.writeUInt32LE(Buffer.byteLength(below), 88);
+  header.write(below, 96, 'utf8');
+  writeFileSync(path.join(home, 'disks', '0123456789abcdef0123.layer'), header);
+}
+
+describe.skipIf(!asRoot)('the image lifecycle (as root)', () => {
+  it('pull, ls, rm and prune: an image a snapshot sits on is kept, the rest is freed', async () => {
+    const images = imageOperations({ health: () => ({ home }) } as unknown as EngineApi);
+    const one = writeLayout(path.join(scratch, 'one'), await busyboxLayers(), 'v1', {
+      ...FIXTURE_CONFIG,
+      author: 'one',
+    });
+    const other = await tarOf([{ header: { name: 'etc/two' }, data: 'two' }]);
+    const two = writeLayout(path.join(scratch, 'two'), [...(await busyboxLayers()), other], 'v1');
+    const a = await images.pull({ reference: `oci:${one.dir}:v1` });
+    const b = await images.pull({ reference: `oci:${two.dir}:v1` });
+    expect(a.name).not.toBe(b.name);
+    expect(
+      images
+        .list()
+        .map((i) => i.name)
+        .sort(),
+    ).toEqual([a.name, b.name].sort());
+
+    // The engine adopted image a for an episode (a hard link in SMOL_HOME/images) and a snapshot's layer sits on it.
+    mkdirSync(path.join(home, 'images'));
+    const adopted = path.join(home, 'images', `${a.name}.ext4`);
+    linkSync(a.file, adopted);
+    layerOver(adopted);
+    // b was adopted too, but nothing sits on it any more.
+    linkSync(b.file, path.join(home, 'images', `${b.name}.ext4`));
+
+    await expect(images.remove('oci:/no/such/layout:v1')).rejects.toThrow(/^no image oci:\/no\/such\/layout:v1 in /);
+    const pruned = await images.prune();
+    const names = pruned.removed.map((r) => r.name);
+    expect(names).toContain(b.name);
+    expect(names).not.toContain(a.name);
+    expect(names).toContain(`blob ${two.layerDigests[2]}`); // b's own layer; the shared ones stay for a
+    expect(existsSync(adopted) && existsSync(a.file)).toBe(true);
+    expect(existsSync(b.file) || existsSync(path.join(home, 'images', `${b.name}.ext4`))).toBe(false);
+    for (const digest of one.layerDigests)
+      expect(existsSync(path.join(cacheImages, 'blobs/sha256', digest.slice(7)))).toBe(true);
+    expect(images.list().map((i) => i.name)).toEqual([a.name]);
+
+    // rm forgets the reference and takes the cache's copy; the snapshot's copy stays, and says so.
+    const removed = await images.remove(`oci:${one.dir}:v1`);
+    expect(removed.inUse).toBe(true);
+    expect(existsSync(a.file)).toBe(false);
+    expect(existsSync(adopted)).toBe(true);
+    expect(images.list()).toEqual([]);
+    expect(readdirSync(path.join(cacheImages, 'blobs/sha256'))).toEqual([]);
+    // Once no layer sits on it, prune frees the engine's copy too.
+    rmSync(path.join(home, 'disks', '0123456789abcdef0123.layer'));
+    expect((await images.prune()).removed.map((r) => r.file)).toEqual([adopted]);
+  });
+});
