@@ -239,7 +239,7 @@ export async function runImage(argv: string[]): Promise<number> {
       print(
         { removed },
         removed.length === 0
-          ? 'nothing to prune: every image is in use\n'
+          ? 'nothing to prune: every image left is in use by a snapshot or VM, or there is none\n'
           : `pruned ${formatRemoved(removed)}\n${removed.map((r) => `  ${r.file}`).join('\n')}\n`,
       );
       return 0;
