@@ -11,6 +11,7 @@
         "vmm/acpi_sleep.c",
         "vmm/boot.c",
         "vmm/console.c",
+        "vmm/console_frontend.c",
         "vmm/cpu.c",
         "vmm/cpu_time.c",
         "vmm/debug_dump.c",

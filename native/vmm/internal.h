@@ -123,7 +123,7 @@ void vm_memory_unregister(struct vm *vm);
 int vm_hold(struct vm *vm, int *was_running, struct vm_error *err);
 void vm_release(struct vm *vm, int was_running);
 
-/* vm.c: console front ends (struct console_frontend), added by devices at setup and removed at teardown. */
+/* console_frontend.c: console front ends, added by devices at setup and removed at teardown. */
 int vm_console_frontend_add(struct vm *vm, const struct console_frontend *fe, void *dev, int rank,
 			    struct vm_error *err);
 void vm_console_frontend_remove(struct vm *vm, void *dev);

@@ -544,31 +544,6 @@ size_t vm_console_read(struct vm *vm, void *buf, size_t len)
 	return console_out_read(&vm->console, buf, len);
 }
 
-int vm_console_frontend_add(struct vm *vm, const struct console_frontend *fe, void *dev, int rank,
-			    struct vm_error *err)
-{
-	int i = vm->nr_frontends;
-
-	if (i == VM_MAX_CONSOLE_FRONTENDS)
-		return vm_error_set(err, ENOSPC, "too many console devices for %s", fe->name);
-	for (; i > 0 && vm->frontends[i - 1].rank > rank; i--)
-		vm->frontends[i] = vm->frontends[i - 1];
-	vm->frontends[i] = (struct console_input){ .fe = fe, .dev = dev, .rank = rank };
-	vm->nr_frontends++;
-	return 0;
-}
-
-void vm_console_frontend_remove(struct vm *vm, void *dev)
-{
-	for (int i = 0; i < vm->nr_frontends; i++)
-		if (vm->frontends[i].dev == dev) {
-			memmove(&vm->frontends[i], &vm->frontends[i + 1],
-				(size_t)(vm->nr_frontends - i - 1) * sizeof(vm->frontends[0]));
-			vm->nr_frontends--;
-			return;
-		}
-}
-
 const char *vm_resource(const struct vm *vm, const char *device)
 {
 	const struct vm_device_resource *r = vm_device_resource_find(vm->resources, vm->nr_resources, device);
@@ -600,17 +575,6 @@ int vm_set_resources(struct vm *vm, const struct vm_device_resource *resources, 
 			return vm_error_set(err, ENOMEM, "out of memory");
 	}
 	return 0;
-}
-
-const struct console_frontend *vm_console_input_owner(struct vm *vm)
-{
-	for (int i = 0; i < vm->nr_frontends; i++) {
-		const struct console_input *in = &vm->frontends[i];
-
-		if (!in->fe->takes_input || in->fe->takes_input(in->dev))
-			return in->fe;
-	}
-	return NULL;
 }
 
 size_t vm_console_write(struct vm *vm, const void *buf, size_t len)
