@@ -38,7 +38,8 @@ struct VmWrap::Host {
   std::string kernel, initrd, cmdline;
   std::string disk, disk_top;  // the disk of a VM that boots (config.disk)
   std::string vsock_path;      // its vsock device's host socket (config.vsock.path)
-  Resources resources;         // for a restore or fork child: what its devices need from the host
+  Resources resources;         // for a restore or fork child, or a boot's config.resources: what its devices need
+  std::vector<struct vm_device_resource> resource_view;  // a boot's: config.resources points here
   struct vm_config config = {};
   int ops_in_flight = 0;       // pause/kill workers that still use `vm`
   bool exited = false;
@@ -340,6 +341,8 @@ Napi::Value VmWrap::Create(const Napi::CallbackInfo& info) {
       host->config.vsock_cid = static_cast<uint64_t>(cid);
     }
   }
+  // config.resources: devices the resource alone configures ({ 'virtio-net': { path } }); the VMM checks the names.
+  Resources boot_resources = ResourcesOption(config, "createVm");
   Napi::Value console_buffer = config.Get("consoleBufferBytes");
   if (!console_buffer.IsUndefined()) host->config.console_limit = static_cast<uint64_t>(IntProp(config, "consoleBufferBytes"));
   VmWrap::Host* raw = NewHost(env, info[1].As<Napi::Function>(), info[2].As<Napi::Function>());
@@ -356,6 +359,10 @@ Napi::Value VmWrap::Create(const Napi::CallbackInfo& info) {
   raw->config.disk_top = raw->disk_top.empty() ? nullptr : raw->disk_top.c_str();
   raw->vsock_path = std::move(vsock_path);
   raw->config.vsock_path = raw->vsock_path.empty() ? nullptr : raw->vsock_path.c_str();
+  raw->resources = std::move(boot_resources);
+  raw->resource_view = raw->resources.View();
+  raw->config.resources = raw->resource_view.empty() ? nullptr : raw->resource_view.data();
+  raw->config.nr_resources = raw->resource_view.size();
   auto* worker = new CreateWorker(env, raw);
   Napi::Promise promise = worker->Promise();
   worker->Queue();

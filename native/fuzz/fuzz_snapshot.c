@@ -17,6 +17,7 @@
 #include "snapfile.h"
 #include "uart.h"
 #include "virtio.h"
+#include "virtio_net.h"
 #include "virtio_vsock.h"
 #include "vmgenid.h"
 
@@ -120,6 +121,11 @@ static void load_virtio_vsock(const uint8_t *data, size_t len)
 	ROUND_TRIP(struct virtio_vsock_state, virtio_vsock_state_decode, virtio_vsock_state_encode, data, len);
 }
 
+static void load_virtio_net(const uint8_t *data, size_t len)
+{
+	ROUND_TRIP(struct virtio_net_state, virtio_net_state_decode, virtio_net_state_encode, data, len);
+}
+
 /* Every device that saves state (DEVICE_REGISTER with .save), by the name of its section. */
 static const struct {
 	const char *name;
@@ -131,6 +137,7 @@ static const struct {
 	{ "virtio-rng", load_virtio },
 	{ "virtio-vsock", load_virtio_vsock },
 	{ "virtio-console", load_virtio },
+	{ "virtio-net", load_virtio_net },
 };
 
 static void load_device(const uint8_t *data, size_t len)

@@ -3,6 +3,7 @@
 #include "error.h"
 #include "le_codec.h"
 #include "virtio.h"
+#include "virtio_net.h"
 #include "virtio_vsock.h"
 #include "vmgenid.h"
 
@@ -155,7 +156,7 @@ static struct virtio_dev_state sample_virtio(uint8_t slot, uint8_t nr_queues)
 }
 
 const char *const sample_device_names[SAMPLE_NR_DEVICES] = { "com1", "vmgenid", "virtio-blk", "virtio-rng",
-							     "virtio-vsock", "virtio-console" };
+							     "virtio-vsock", "virtio-console", "virtio-net" };
 
 void sample_add_device_state(struct snap_sample *sp, const char *name)
 {
@@ -190,6 +191,10 @@ void sample_add_device_state(struct snap_sample *sp, const char *name)
 		struct virtio_dev_state con = sample_virtio(3, 2);
 
 		virtio_dev_state_encode(&con, &w);
+	} else if (!strcmp(name, "virtio-net")) {
+		struct virtio_net_state net = { .dev = sample_virtio(4, 2), .mac = { 0x52, 0x54, 0, 0x12, 0x34, 0x56 } };
+
+		virtio_net_state_encode(&net, &w);
 	} else {
 		abort();
 	}

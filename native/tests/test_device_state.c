@@ -10,6 +10,7 @@
 #include "snapfile.h"
 #include "uart.h"
 #include "virtio.h"
+#include "virtio_net.h"
 #include "virtio_vsock.h"
 #include "vmgenid.h"
 
@@ -271,6 +272,7 @@ TEST(a_blob_with_every_device_section_is_valid_and_each_section_decodes)
 		size_t n = (size_t)s->len - 1 - s->data[0];
 		static struct virtio_blk_state blk;
 		struct virtio_vsock_state vsock;
+		struct virtio_net_state net;
 		struct virtio_dev_state dev;
 		struct vmgenid_state gen;
 		struct uart_state uart;
@@ -286,6 +288,8 @@ TEST(a_blob_with_every_device_section_is_valid_and_each_section_decodes)
 			bad = virtio_blk_state_decode(state, n, &blk);
 		else if (s->data[0] == 12 && !memcmp(name, "virtio-vsock", 12))
 			bad = virtio_vsock_state_decode(state, n, &vsock);
+		else if (s->data[0] == 10 && !memcmp(name, "virtio-net", 10))
+			bad = virtio_net_state_decode(state, n, &net);
 		else if ((s->data[0] == 10 && !memcmp(name, "virtio-rng", 10)) ||
 			 (s->data[0] == 14 && !memcmp(name, "virtio-console", 14)))
 			bad = virtio_dev_state_parse(state, n, &dev);

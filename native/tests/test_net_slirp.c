@@ -418,3 +418,37 @@ TEST(frames_for_a_guest_that_does_not_read_are_bounded)
 	CHECK_EQ_INT(net_slirp_send(ns, f, NET_SLIRP_FRAME_MAX + 1), -EMSGSIZE);
 	net_slirp_stop(ns);
 }
+
+TEST(the_network_resource_file_is_read_and_its_mistakes_named_by_line)
+{
+	struct net_slirp_config cfg;
+	struct net_policy p;
+	struct vm_error err = { 0 };
+	static const char good[] = "# written by the engine\n"
+				   "allow_host pypi.org\n"
+				   "allow_host host.smol.internal:8080\n"
+				   "\n"
+				   "allow_cidr 203.0.113.0/24   # a comment\n"
+				   "forward 8080 80\n"
+				   "forward 0 3000\n";
+
+	CHECK_OK(net_slirp_config_parse(good, "net.conf", &cfg, &p, &err), err.msg);
+	CHECK(cfg.policy == &p);
+	CHECK_EQ_INT(p.n_hosts, 2);
+	CHECK_EQ_INT(p.host_allowed, 1);
+	CHECK_EQ_INT(p.n_cidrs, 1);
+	CHECK_EQ_INT(cfg.n_forwards, 2);
+	CHECK_EQ_INT(cfg.forwards[0].host_port, 8080);
+	CHECK_EQ_INT(cfg.forwards[1].host_port, 0);
+	CHECK_EQ_INT(cfg.forwards[1].guest_port, 3000);
+
+	CHECK_EQ_INT(net_slirp_config_parse("allow_host pypi.org\nallow_cidr 10.0.0.1/8\n", "net.conf", &cfg, &p, &err),
+		     -EINVAL);
+	CHECK_STR_CONTAINS(err.msg, "net.conf:2: allow_cidrs entry \"10.0.0.1/8\"");
+	CHECK_EQ_INT(net_slirp_config_parse("forward 80 0\n", "net.conf", &cfg, &p, &err), -EINVAL);
+	CHECK_STR_CONTAINS(err.msg, "net.conf:1: forward takes");
+	CHECK_EQ_INT(net_slirp_config_parse("\nallow_hosts x.org\n", "net.conf", &cfg, &p, &err), -EINVAL);
+	CHECK_STR_CONTAINS(err.msg, "net.conf:2: expected");
+	CHECK_EQ_INT(net_slirp_config_load("/nonexistent/net.conf", &cfg, &p, &err), -ENOENT);
+	CHECK_STR_CONTAINS(err.msg, "/nonexistent/net.conf");
+}

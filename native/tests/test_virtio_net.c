@@ -35,6 +35,8 @@ struct rig {
 	struct drv d;
 	uint16_t avail[2];
 	struct net_policy policy;
+	struct net_slirp *ns;
+	struct virtio_net_backend backend;
 	int rx_ready;
 };
 
@@ -55,10 +57,12 @@ static struct rig *rig_new(int with_backend)
 	if (with_backend) {
 		struct net_slirp_config cfg = { .policy = &r->policy, .rx_ready = count_rx_ready, .rx_opaque = r };
 
-		if (net_slirp_start(&r->vn.backend, &cfg, &err) < 0) {
+		if (net_slirp_start(&r->ns, &cfg, &err) < 0) {
 			test_fail(__FILE__, __LINE__, "net_slirp_start: %s", err.msg);
 			return NULL;
 		}
+		r->backend = (struct virtio_net_backend){ net_slirp_backend_send, net_slirp_backend_recv, r->ns };
+		r->vn.backend = &r->backend;
 	}
 	virtio_mmio_init(&r->t, &virtio_net_ops, &r->vn, &r->mem);
 	r->d.t = &r->t;
@@ -71,7 +75,7 @@ static struct rig *rig_new(int with_backend)
 static void rig_free(struct rig *r)
 {
 	virtio_mmio_exit(&r->t);
-	net_slirp_stop(r->vn.backend);
+	net_slirp_stop(r->ns);
 	guest_mem_exit(&r->mem);
 	free(r);
 }
@@ -196,7 +200,7 @@ TEST(an_arp_request_goes_out_and_its_answer_comes_back_in_a_receive_buffer)
 	CHECK_EQ_INT(r->vn.tx_frames, 1);
 
 	/* The backend says a frame waits (the VM's wiring kicks the device's thread there); serve the queue. */
-	struct pollfd p = { .fd = net_slirp_rx_fd(r->vn.backend), .events = POLLIN };
+	struct pollfd p = { .fd = net_slirp_rx_fd(r->ns), .events = POLLIN };
 
 	CHECK_EQ_INT(poll(&p, 1, 5000), 1);
 	CHECK(__atomic_load_n(&r->rx_ready, __ATOMIC_SEQ_CST) >= 1);

@@ -422,6 +422,98 @@ static int add_forward(struct net_slirp *ns, struct net_forward *fw, struct vm_e
 			    fw->guest_port);
 }
 
+/* ---- the host resource ---- */
+
+static int port_arg(const char *text, unsigned long max, unsigned long *out)
+{
+	char *end;
+
+	if (!*text || *text < '0' || *text > '9')
+		return -1;
+	errno = 0;
+	*out = strtoul(text, &end, 10);
+	return *end || errno || *out > max ? -1 : 0;
+}
+
+int net_slirp_config_parse(const char *text, const char *name, struct net_slirp_config *cfg,
+			   struct net_policy *policy, struct vm_error *err)
+{
+	char line[512];
+	unsigned lineno = 0;
+
+	memset(cfg, 0, sizeof(*cfg));
+	net_policy_init(policy);
+	cfg->policy = policy;
+	while (*text) {
+		size_t n = strcspn(text, "\n");
+		char *key, *arg, *arg2, *save = NULL;
+		int r = 0;
+
+		lineno++;
+		if (n >= sizeof(line))
+			return vm_error_set(err, EINVAL, "%s:%u: line longer than %zu bytes", name, lineno,
+					    sizeof(line) - 1);
+		memcpy(line, text, n);
+		line[n] = 0;
+		text += n + (text[n] == '\n');
+		line[strcspn(line, "#")] = 0;
+		key = strtok_r(line, " \t\r", &save);
+		if (!key)
+			continue;
+		arg = strtok_r(NULL, " \t\r", &save);
+		arg2 = arg ? strtok_r(NULL, " \t\r", &save) : NULL;
+		if (!strcmp(key, "allow_host") && arg && !arg2) {
+			r = net_policy_allow_host(policy, arg, err);
+		} else if (!strcmp(key, "allow_cidr") && arg && !arg2) {
+			r = net_policy_allow_cidr(policy, arg, err);
+		} else if (!strcmp(key, "forward") && arg && arg2 && !strtok_r(NULL, " \t\r", &save)) {
+			unsigned long host, guest;
+
+			if (port_arg(arg, 65535, &host) < 0 || port_arg(arg2, 65535, &guest) < 0 || guest == 0)
+				return vm_error_set(err, EINVAL, "%s:%u: forward takes a host port (0 to 65535, 0: a "
+						    "free one) and a guest port (1 to 65535)", name, lineno);
+			if (cfg->n_forwards >= NET_SLIRP_MAX_FORWARDS)
+				return vm_error_set(err, E2BIG, "%s:%u: more than %d forwards", name, lineno,
+						    NET_SLIRP_MAX_FORWARDS);
+			cfg->forwards[cfg->n_forwards++] = (struct net_forward){ (uint16_t)host, (uint16_t)guest };
+		} else {
+			return vm_error_set(err, EINVAL, "%s:%u: expected \"allow_host NAME\", \"allow_cidr CIDR\" or "
+					    "\"forward HOST GUEST\"", name, lineno);
+		}
+		if (r < 0)
+			return vm_error_prefix(err, "%s:%u: ", name, lineno);
+	}
+	return 0;
+}
+
+int net_slirp_config_load(const char *path, struct net_slirp_config *cfg, struct net_policy *policy,
+			  struct vm_error *err)
+{
+	FILE *f = fopen(path, "re");
+	char *text;
+	long size;
+	int r;
+
+	if (!f)
+		return vm_error_set(err, errno, "network configuration %s: %s", path, strerror(errno));
+	if (fseek(f, 0, SEEK_END) < 0 || (size = ftell(f)) < 0 || size > (1 << 20) || fseek(f, 0, SEEK_SET) < 0) {
+		fclose(f);
+		return vm_error_set(err, EINVAL, "network configuration %s: unreadable or larger than 1 MiB", path);
+	}
+	text = malloc((size_t)size + 1);
+	if (!text || fread(text, 1, (size_t)size, f) != (size_t)size) {
+		free(text);
+		fclose(f);
+		return vm_error_set(err, EIO, "network configuration %s: cannot read it", path);
+	}
+	fclose(f);
+	text[size] = 0;
+	r = strlen(text) == (size_t)size ? net_slirp_config_parse(text, path, cfg, policy, err)
+					 : vm_error_set(err, EINVAL, "network configuration %s: has a NUL byte", path);
+	free(text);
+	return r;
+}
+
 /* ---- lifetime ---- */
 
 static void add_host_addresses(struct net_policy *p)
@@ -701,4 +793,14 @@ int net_port_holder(uint16_t port, char *buf, size_t size)
 	}
 	closedir(procs);
 	return found;
+}
+
+int net_slirp_backend_send(void *ns, const void *frame, size_t len)
+{
+	return net_slirp_send(ns, frame, len);
+}
+
+ssize_t net_slirp_backend_recv(void *ns, void *buf, size_t size)
+{
+	return net_slirp_recv(ns, buf, size);
 }

@@ -51,6 +51,23 @@ struct net_slirp_stats {
 	unsigned sockets;			/* host sockets the stack holds now */
 };
 
+/*
+ * The network's host resource (docs/network.md, "Host resource"): a text file the engine writes for each VM, one
+ * setting a line, `#` starting a comment:
+ *	allow_host pypi.org          an allow_hosts entry (net_policy_allow_host)
+ *	allow_cidr 203.0.113.0/24    an allow_cidrs entry
+ *	forward 8080 80              a `ports` forward: host port (0: a free one), guest port
+ * Fills cfg (its policy pointing at `policy`). Returns 0, or -errno with a message naming the file and line.
+ */
+int net_slirp_config_parse(const char *text, const char *name, struct net_slirp_config *cfg,
+			   struct net_policy *policy, struct vm_error *err);
+int net_slirp_config_load(const char *path, struct net_slirp_config *cfg, struct net_policy *policy,
+			  struct vm_error *err);
+
+/* net_slirp_send and net_slirp_recv in the shape of virtio-net's backend (virtio_net.h), opaque the net_slirp. */
+int net_slirp_backend_send(void *ns, const void *frame, size_t len);
+ssize_t net_slirp_backend_recv(void *ns, void *buf, size_t size);
+
 /* Starts the stack and its thread. Returns 0, or -errno with a message (a forward's port in use names it). */
 int net_slirp_start(struct net_slirp **out, const struct net_slirp_config *cfg, struct vm_error *err);
 

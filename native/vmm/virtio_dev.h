@@ -24,6 +24,7 @@ struct snap_writer;
 #define VIRTIO_SLOT_RNG 1
 #define VIRTIO_SLOT_VSOCK 2
 #define VIRTIO_SLOT_CONSOLE 3
+#define VIRTIO_SLOT_NET 4
 
 struct vdev {
 	struct virtio_mmio t;

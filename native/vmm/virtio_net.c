@@ -6,7 +6,6 @@
 
 #include "guest_mem.h"
 #include "le_codec.h"
-#include "net_slirp.h"
 
 #include <errno.h>
 #include <string.h>
@@ -49,7 +48,7 @@ static int transmit(struct virtio_mmio *t, struct virtio_net *vn, const char **w
 			vn->bad_frames++;
 		} else {
 			virtq_chain_read(c, t->mem, VIRTIO_NET_HDR_LEN, vn->buf, frame);
-			if (vn->backend && net_slirp_send(vn->backend, vn->buf, (size_t)frame) == 0)
+			if (vn->backend && vn->backend->send(vn->backend->opaque, vn->buf, (size_t)frame) == 0)
 				vn->tx_frames++;
 			else
 				vn->tx_dropped++;
@@ -80,7 +79,7 @@ static int receive(struct virtio_mmio *t, struct virtio_net *vn, const char **wh
 			done = 1;
 			continue;
 		}
-		n = net_slirp_recv(vn->backend, vn->buf + VIRTIO_NET_HDR_LEN, VIRTIO_NET_FRAME_MAX);
+		n = vn->backend->recv(vn->backend->opaque, vn->buf + VIRTIO_NET_HDR_LEN, VIRTIO_NET_FRAME_MAX);
 		if (n == -EAGAIN) {
 			q->last_avail--;	/* nothing waits: the buffer goes back, taken again first */
 			break;

@@ -18,10 +18,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "virtio.h"
 
-struct net_slirp;
 struct le_reader;
 struct le_writer;
 
@@ -35,9 +35,16 @@ struct le_writer;
 #define VIRTIO_NET_CONFIG_LEN 8		/* mac[6], status */
 #define VIRTIO_NET_FRAME_MAX 1514	/* MTU 1500 and the Ethernet header */
 
+/* The other end of the wire (net_slirp.c in a VM): send returns 0 or -EAGAIN (full); recv a length or -EAGAIN. */
+struct virtio_net_backend {
+	int (*send)(void *opaque, const void *frame, size_t len);
+	ssize_t (*recv)(void *opaque, void *buf, size_t size);
+	void *opaque;
+};
+
 struct virtio_net {
 	uint8_t mac[6];
-	struct net_slirp *backend;	/* NULL: frames go nowhere (counted as dropped) */
+	const struct virtio_net_backend *backend;	/* NULL: frames go nowhere (counted as dropped) */
 	uint64_t tx_frames, tx_dropped, rx_frames, bad_frames;
 	struct virtq_chain chain;
 	uint8_t buf[VIRTIO_NET_HDR_LEN + VIRTIO_NET_FRAME_MAX + 64];

@@ -33,6 +33,8 @@ struct vm_exit {
 	char message[256];
 };
 
+struct vm_device_resource;
+
 struct vm_config {
 	uint64_t mem_size;	/* bytes, a whole number of MiB */
 	int nr_cpus;
@@ -59,7 +61,16 @@ struct vm_config {
 	 */
 	const char *vsock_path;
 	uint64_t vsock_cid;
+	/*
+	 * Host resources of devices that the resource alone configures (docs/vmm.md, "Device resources"), the same
+	 * list a restore takes, at most VM_BOOT_RESOURCES_MAX: today "virtio-net", the path of its network
+	 * configuration (docs/network.md). The two above are the devices' entries too; they may not be given twice.
+	 */
+	const struct vm_device_resource *resources;
+	size_t nr_resources;
 };
+
+#define VM_BOOT_RESOURCES_MAX 8
 
 /* Both are called from VMM threads; they must not call back into the VM, only wake the owner. */
 struct vm_callbacks {

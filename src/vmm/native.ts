@@ -39,6 +39,8 @@ export interface NativeVmConfig {
   virtioConsole?: boolean;
   /** A virtio-vsock device (docs/vmm.md, "vsock"). */
   vsock?: VsockConfig;
+  /** Devices their resource alone configures: a `virtio-net` entry gives the VM a network (docs/network.md). */
+  resources?: Pick<DeviceResources, 'virtio-net'>;
 }
 
 /**
@@ -60,6 +62,11 @@ export interface DeviceResources {
   'virtio-blk'?: { path: string };
   /** The Unix socket the vsock muxer listens on (docs/vmm.md, "vsock"). */
   'virtio-vsock'?: { path: string };
+  /**
+   * The VM's network configuration file (docs/network.md, "Host resource"): a boot with it gets a virtio-net
+   * device, and a restore or fork child of such a VM needs its own (its stack and `ports` forwards are its own).
+   */
+  'virtio-net'?: { path: string };
 }
 
 /**

@@ -2,7 +2,7 @@
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { DiskConfig, NativeVmConfig, VsockConfig } from './native.js';
+import type { DeviceResources, DiskConfig, NativeVmConfig, VsockConfig } from './native.js';
 
 export interface VmOptions {
   /** ELF64 kernel (Linux vmlinux or a tiny guest) or bzImage. */
@@ -26,6 +26,8 @@ export interface VmOptions {
   virtioConsole?: boolean;
   /** A virtio-vsock device whose host side is the Unix socket `path` (docs/vmm.md, "vsock"). */
   vsock?: VsockConfig;
+  /** A virtio-net device on a user-mode stack, configured by the file at `virtio-net`'s path (docs/network.md). */
+  resources?: Pick<DeviceResources, 'virtio-net'>;
 }
 
 /** The same limits the native VMM enforces (native/vmm/vm.h), checked here first for clearer messages. */
@@ -49,6 +51,7 @@ const KNOWN_OPTIONS = new Set([
   'rng',
   'virtioConsole',
   'vsock',
+  'resources',
 ]);
 
 function checkInteger(name: string, value: unknown, limits: { min: number; max: number }): number {
@@ -127,6 +130,18 @@ export async function resolveVmOptions(options: VmOptions): Promise<NativeVmConf
       throw new RangeError(`vsock.path is too long for a Unix socket (at most 95 bytes): ${config.vsock.path}`);
     }
     if (vsock.cid !== undefined) config.vsock.cid = checkInteger('vsock.cid', vsock.cid, { min: 3, max: 2 ** 32 - 1 });
+  }
+  if (options.resources !== undefined) {
+    const { resources } = options;
+    if (typeof resources !== 'object' || resources === null || Array.isArray(resources)) {
+      throw new TypeError("resources must be an object keyed by device name ({ 'virtio-net': { path } })");
+    }
+    for (const device of Object.keys(resources)) {
+      if (device !== 'virtio-net') throw new TypeError(`resources: a boot takes only 'virtio-net' (got '${device}')`);
+    }
+    const net = resources['virtio-net'];
+    if (net !== undefined)
+      config.resources = { 'virtio-net': { path: await checkFile("resources['virtio-net'].path", net?.path) } };
   }
   if (options.consoleBufferBytes !== undefined) {
     config.consoleBufferBytes = checkInteger(

@@ -1,0 +1,103 @@
+// Tier 2: virtio-net's host side in real VMs (docs/network.md): the `virtio-net` resource gives a VM its stack and
+// its `ports` forwards on 127.0.0.1; a restore or fork child gets a stack of its own from its own resource. The tiny
+// guests have no network driver, so these check what the host sees: listeners, refusals, snapshot sections. Every
+// connection is to 127.0.0.1.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Vm } from '../../src/vmm/vm.js';
+import { startGuest } from './guests.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'smol-net-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let files = 0;
+
+/** A network configuration file (docs/network.md, "Host resource") with these lines. */
+function netConfig(...lines: string[]): { 'virtio-net': { path: string } } {
+  const file = path.join(dir, `net-${++files}.conf`);
+  writeFileSync(file, lines.map((l) => `${l}\n`).join(''));
+  return { 'virtio-net': { path: file } };
+}
+
+/** A TCP port on 127.0.0.1 that was free a moment ago. */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Whether a TCP connection to 127.0.0.1:port is accepted. */
+function connects(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.once('connect', () => (socket.destroy(), resolve(true)));
+    socket.once('error', () => resolve(false));
+  });
+}
+
+describe('virtio-net in a VM', () => {
+  it('listens on a pinned ports forward while the VM runs, and not after it ends', async () => {
+    const port = await freePort();
+    const guest = await startGuest('count', { cmdline: 'every=100000', resources: netConfig(`forward ${port} 80`) });
+    expect(await connects(port)).toBe(true);
+    await guest.vm.kill();
+    await guest.vm.exited;
+    expect(await connects(port)).toBe(false);
+  });
+
+  it('refuses to boot when a pinned host port is in use, naming the port and who holds it', async () => {
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const { port } = holder.address() as net.AddressInfo;
+    try {
+      await expect(startGuest('count', { resources: netConfig(`forward ${port} 80`) })).rejects.toThrow(
+        new RegExp(`ports: host port ${port} \\(127\\.0\\.0\\.1\\) is in use by pid ${process.pid} \\(`),
+      );
+    } finally {
+      await new Promise((resolve) => holder.close(resolve));
+    }
+  });
+
+  it('names the line of a bad network configuration', async () => {
+    await expect(
+      startGuest('count', { resources: netConfig('allow_host ok.example', 'allow_cidr 10.0.0.1/8') }),
+    ).rejects.toThrow(
+      /net-\d+\.conf:2: allow_cidrs entry "10\.0\.0\.1\/8": the address has bits set past the \/8 prefix/,
+    );
+  });
+
+  it('a restore needs its own resource, and its forward listens again from it', async () => {
+    const first = await freePort();
+    const guest = await startGuest('count', { cmdline: 'every=100000', resources: netConfig(`forward ${first} 80`) });
+    const snap = await guest.vm.checkpoint(path.join(dir, 'snap-restore'));
+    await guest.vm.kill();
+    await guest.vm.exited;
+    await expect(Vm.restore(snap.dir)).rejects.toThrow(/restoring it needs a "virtio-net" resource/);
+
+    const second = await freePort();
+    const restored = await Vm.restore(snap.dir, { resources: netConfig(`forward ${second} 80`) });
+    restored.start();
+    expect(await connects(second)).toBe(true);
+    expect(await connects(first)).toBe(false);
+    await restored.kill();
+  });
+
+  it('fork children each get their own stack and host ports', async () => {
+    const parentPort = await freePort();
+    const guest = await startGuest('count', {
+      cmdline: 'every=100000',
+      resources: netConfig(`forward ${parentPort} 80`),
+    });
+    const ports = [await freePort(), await freePort()];
+    const children = await guest.vm.fork(2, { children: ports.map((p) => netConfig(`forward ${p} 80`)) });
+    expect(await Promise.all([parentPort, ...ports].map(connects))).toEqual([true, true, true]);
+    await children[0]!.kill();
+    expect(await Promise.all([parentPort, ...ports].map(connects))).toEqual([true, false, true]);
+    await children[1]!.kill();
+    await guest.vm.kill();
+  });
+});
