@@ -26,6 +26,8 @@
         "vmm/loader.c",
         "vmm/mem_layer.c",
         "vmm/mptable.c",
+        "vmm/net_policy.c",
+        "vmm/net_slirp.c",
         "vmm/pvpanic.c",
         "vmm/serial.c",
         "vmm/snapfile.c",
@@ -36,10 +38,12 @@
         "vmm/virtio_mmio.c",
         "vmm/virtio_rng.c",
         "vmm/virtio_console.c",
+        "vmm/virtio_net.c",
         "vmm/virtio_vsock.c",
         "vmm/virtio_blk_vm.c",
         "vmm/virtio_console_vm.c",
         "vmm/virtio_dev.c",
+        "vmm/virtio_net_vm.c",
         "vmm/virtio_rng_vm.c",
         "vmm/virtio_vsock_vm.c",
         "vmm/virtq.c",
@@ -51,9 +55,10 @@
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"],
       "defines": ["NAPI_VERSION=8"],
       "cflags": ["-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread"],
-      "cflags_c": ["-std=gnu11"],
+      "cflags_c": ["-std=gnu11", "<!@(pkg-config --cflags slirp)"],
       "cflags_cc": ["-std=c++17"],
-      "ldflags": ["-pthread"]
+      "ldflags": ["-pthread"],
+      "libraries": ["<!@(pkg-config --libs slirp)"]
     }
   ]
 }

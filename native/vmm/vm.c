@@ -273,13 +273,17 @@ int vm_check_console_limit(uint64_t limit, struct vm_error *err)
 int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct vm **out, struct vm_error *err)
 {
 	/* The config's host paths are the devices' entries, as a restore's resources are. */
-	struct vm_device_resource boot[2];
+	struct vm_device_resource boot[2 + VM_BOOT_RESOURCES_MAX];
 	size_t nr = 0;
 	struct vm *vm;
 	int ret = config_check(cfg, err);
 
 	if (ret < 0)
 		return ret;
+	if (cfg->nr_resources > VM_BOOT_RESOURCES_MAX)
+		return vm_error_set(err, EINVAL, "more than %d device resources", VM_BOOT_RESOURCES_MAX);
+	for (size_t i = 0; i < cfg->nr_resources; i++)
+		boot[nr++] = cfg->resources[i];
 	if (cfg->disk_top)
 		boot[nr++] = (struct vm_device_resource){ "virtio-blk", cfg->disk_top };
 	if (cfg->vsock_path)
@@ -544,6 +548,32 @@ size_t vm_console_read(struct vm *vm, void *buf, size_t len)
 	return console_out_read(&vm->console, buf, len);
 }
 
+size_t vm_console_write(struct vm *vm, const void *buf, size_t len)
+{
+	size_t n = console_in_write(&vm->console, buf, len);
+
+	for (int i = 0; n && i < vm->nr_frontends; i++)
+		vm->frontends[i].fe->input_ready(vm->frontends[i].dev);
+	return n;
+}
+
+enum vm_state vm_get_state(struct vm *vm)
+{
+	enum vm_state s;
+
+	pthread_mutex_lock(&vm->lock);
+	s = vm->state;
+	pthread_mutex_unlock(&vm->lock);
+	return s;
+}
+
+void vm_get_exit(struct vm *vm, struct vm_exit *out)
+{
+	pthread_mutex_lock(&vm->lock);
+	*out = vm->exit;
+	pthread_mutex_unlock(&vm->lock);
+}
+
 const char *vm_resource(const struct vm *vm, const char *device)
 {
 	const struct vm_device_resource *r = vm_device_resource_find(vm->resources, vm->nr_resources, device);
@@ -575,30 +605,4 @@ int vm_set_resources(struct vm *vm, const struct vm_device_resource *resources, 
 			return vm_error_set(err, ENOMEM, "out of memory");
 	}
 	return 0;
-}
-
-size_t vm_console_write(struct vm *vm, const void *buf, size_t len)
-{
-	size_t n = console_in_write(&vm->console, buf, len);
-
-	for (int i = 0; n && i < vm->nr_frontends; i++)
-		vm->frontends[i].fe->input_ready(vm->frontends[i].dev);
-	return n;
-}
-
-enum vm_state vm_get_state(struct vm *vm)
-{
-	enum vm_state s;
-
-	pthread_mutex_lock(&vm->lock);
-	s = vm->state;
-	pthread_mutex_unlock(&vm->lock);
-	return s;
-}
-
-void vm_get_exit(struct vm *vm, struct vm_exit *out)
-{
-	pthread_mutex_lock(&vm->lock);
-	*out = vm->exit;
-	pthread_mutex_unlock(&vm->lock);
 }
