@@ -6,7 +6,7 @@ import { Vm, type VmExit, type VmOptions } from '../../src/vmm/vm.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-export type GuestName = 'hello' | 'echo' | 'poll' | 'count' | 'smp' | 'dirty' | 'flood';
+export type GuestName = 'hello' | 'echo' | 'poll' | 'count' | 'smp' | 'dirty' | 'flood' | 'net';
 
 export function guestPath(name: GuestName): string {
   const file = path.join(root, 'native/out/guests', `${name}.elf`);

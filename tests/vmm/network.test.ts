@@ -1,7 +1,7 @@
-// Tier 2: virtio-net's host side in real VMs (docs/network.md): the `virtio-net` resource gives a VM its stack and
-// its `ports` forwards on 127.0.0.1; a restore or fork child gets a stack of its own from its own resource. The tiny
-// guests have no network driver, so these check what the host sees: listeners, refusals, snapshot sections. Every
-// connection is to 127.0.0.1.
+// Tier 2: virtio-net in real VMs (docs/network.md): the `virtio-net` resource gives a VM its stack and its `ports`
+// forwards on 127.0.0.1; a restore or fork child gets a stack of its own from its own resource; the `net` guest
+// (native/guests/net.c, a polled virtio-net driver) opens TCP connections to host.smol.internal through the policy.
+// Every packet stays on 127.0.0.1.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -29,6 +29,17 @@ async function freePort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   return port;
 }
+
+/** A TCP server on 127.0.0.1 that counts the connections it accepts. */
+async function countingServer(): Promise<{ port: number; accepted: () => number; close: () => Promise<unknown> }> {
+  let accepted = 0;
+  const server = net.createServer((socket) => (accepted++, socket.destroy()));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  return { port, accepted: () => accepted, close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Whether a TCP connection to 127.0.0.1:port is accepted. */
 function connects(port: number): Promise<boolean> {
@@ -99,5 +110,38 @@ describe('virtio-net in a VM', () => {
     expect(await Promise.all([parentPort, ...ports].map(connects))).toEqual([true, false, true]);
     await children[1]!.kill();
     await guest.vm.kill();
+  });
+
+  it('a guest reaches host.smol.internal on an allowed port, and a port no rule allows sees no connection', async () => {
+    const allowed = await countingServer();
+    const other = await countingServer();
+    const guest = await startGuest('net', {
+      cmdline: `ports=${allowed.port},${other.port}`,
+      resources: netConfig(`allow_host host.smol.internal:${allowed.port}`),
+    });
+    try {
+      await guest.waitFor(new RegExp(`net: synack ${allowed.port}\r\n`));
+      expect(allowed.accepted()).toBe(1);
+      await sleep(2000); // the guest re-sends the refused SYN meanwhile
+      expect(other.accepted()).toBe(0);
+      expect(guest.output()).not.toMatch(new RegExp(`net: (synack|rst) ${other.port}`));
+    } finally {
+      await guest.vm.kill();
+      await Promise.all([allowed.close(), other.close()]);
+    }
+  });
+
+  it('without host.smol.internal in allow_hosts the host is unreachable', async () => {
+    const server = await countingServer();
+    const guest = await startGuest('net', { cmdline: `ports=${server.port}`, resources: netConfig() });
+    try {
+      await guest.waitFor(/net: arp ok\r\n/);
+      await sleep(2000);
+      expect(server.accepted()).toBe(0);
+      expect(guest.output()).not.toMatch(/net: (synack|rst)/);
+    } finally {
+      await guest.vm.kill();
+      await server.close();
+    }
   });
 });
