@@ -28,6 +28,8 @@ export interface AppState {
   /** Episodes ticked in the list, for bulk actions. */
   ticked: string[];
   search: string;
+  /** The fork tree leaves out automatic checkpoints (but not one a VM is on, or the selection). */
+  hideAutomatic: boolean;
   /** Per episode, the collapsed chains the user opened (by their first snapshot). */
   expandedChains: Record<string, string[]>;
   /** Ids whose delete waits for its undo toast to expire: hidden meanwhile. */
@@ -58,6 +60,7 @@ export const initialAppState = (): AppState => ({
   vmId: null,
   ticked: [],
   search: '',
+  hideAutomatic: false,
   expandedChains: {},
   pendingDeletes: [],
   busy: {},

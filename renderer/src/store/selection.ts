@@ -72,3 +72,7 @@ export function toggleTicked(store: AppStore, id: string): void {
 export function setTicked(store: AppStore, ids: string[]): void {
   store.setState({ ticked: ids });
 }
+
+export function setHideAutomatic(store: AppStore, hide: boolean): void {
+  store.setState({ hideAutomatic: hide });
+}

@@ -17,13 +17,13 @@ import { ForkTree } from './ForkTree.js';
 
 const EP = 'ep-aaaaaaaaaa';
 const T = '2026-12-01T06:00:00.000Z';
-const snap = (n: number, parent: number | null): Snapshot => ({
+const snap = (n: number, parent: number | null, kind: Snapshot['kind'] = 'manual'): Snapshot => ({
   ...{
     id: `sn-${String(n).padStart(10, 'a')}`,
     episode: EP,
     parent: parent === null ? null : `sn-${String(parent).padStart(10, 'a')}`,
   },
-  ...{ layerParent: null, vm: null, kind: 'manual', name: `s${n}`, note: '', created: T, diskBytes: 0 },
+  ...{ layerParent: null, vm: null, kind, name: `s${n}`, note: '', created: T, diskBytes: 0 },
   ...{ memoryBytes: 0, cpus: 1, deleted: false },
 });
 const vm = (id: string, name: string, at: number, state: Vm['state'] = 'running'): Vm => ({
@@ -90,10 +90,10 @@ describe('the fork tree', () => {
         },
       },
     ]);
-    // s0 → s1 … s9 (a chain), s9 forks into s10 and s11; s12 hangs off s10.
+    // s0 → s1 … s9 (a chain of automatic checkpoints but s9), s9 forks into s10 and s11; s12 hangs off s10.
     const snapshots = [
       snap(0, null),
-      ...Array.from({ length: 9 }, (_, i) => snap(i + 1, i)),
+      ...Array.from({ length: 9 }, (_, i) => snap(i + 1, i, i + 1 < 9 ? 'auto' : 'manual')),
       snap(10, 9),
       snap(11, 9),
       snap(12, 10),

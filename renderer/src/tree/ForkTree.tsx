@@ -12,6 +12,7 @@ import {
   type Edge,
   type NodeProps,
   type ReactFlowInstance,
+  useStore as useFlowStore,
 } from '@xyflow/react';
 import { memo, useEffect, useMemo, useRef } from 'react';
 import { useShallow } from 'zustand/react/shallow';
@@ -20,15 +21,26 @@ import { useApp, useAppState } from '../app-context.js';
 import { formatTime } from '../format.js';
 import { snapshotsOf } from '../store/engine-state.js';
 import { expandChain, selectSnapshot, selectVm, selectedVmId, shownVmIds } from '../store/selection.js';
-import { flowNodes, treeViewport, type ChainData, type ChainNode, type SnapshotNode } from './flow-nodes.js';
+import {
+  READABLE_ZOOM,
+  flowNodes,
+  treeViewport,
+  type ChainData,
+  type ChainNode,
+  type SnapshotNode,
+} from './flow-nodes.js';
 import { layoutTree } from './tree-layout.js';
+
+/** Below READABLE_ZOOM a card's text would be a few pixels high: cards show as blocks instead (names on hover). */
+const useFar = () => useFlowStore((s) => s.transform[2] < READABLE_ZOOM);
 
 const SnapshotCard = memo(function SnapshotCard({ data }: NodeProps<SnapshotNode>) {
   const { store } = useApp();
+  const far = useFar();
   const { snapshot, here, selected, current } = data;
   return (
     <div
-      className={`tree-node kind-${snapshot.kind}${selected ? ' selected' : ''}${current ? ' current' : ''}`}
+      className={`tree-node kind-${snapshot.kind}${selected ? ' selected' : ''}${current ? ' current' : ''}${far ? ' far' : ''}`}
       role="treeitem"
       aria-selected={selected}
       aria-label={`Snapshot ${snapshot.name}${here.length ? `, here: ${here.map((vm) => vm.name).join(', ')}` : ''}`}
@@ -64,9 +76,10 @@ const SnapshotCard = memo(function SnapshotCard({ data }: NodeProps<SnapshotNode
 });
 
 const ChainCard = memo(function ChainCard({ data }: NodeProps<ChainNode>) {
+  const far = useFar();
   return (
     <div
-      className="tree-node chain"
+      className={`tree-node chain${far ? ' far' : ''}`}
       role="treeitem"
       aria-label={`${data.count} snapshots from ${data.from} to ${data.to}, collapsed`}
       title="Click to expand"
@@ -82,6 +95,7 @@ const ChainCard = memo(function ChainCard({ data }: NodeProps<ChainNode>) {
 });
 
 const MINIMAP_ROOM = 190;
+const MIN_ZOOM = 0.05;
 const LIVE = new Set(['running', 'paused', 'creating']);
 
 // Outside the component: React Flow re-creates its node renderers when this object changes.
@@ -98,16 +112,23 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
   // Not the VMs waiting for their delete (hidden already, as in the tabs).
   const vms = useAppState(useShallow((s) => shownVmIds(s, episodeId).map((id) => s.engine.vms[id]!)));
   const pending = useAppState(useShallow((s) => s.pendingDeletes));
-  // A snapshot waiting for its delete is hidden already; its children hang from its parent, as they will.
+  const hideAutomatic = useAppState((s) => s.hideAutomatic);
+  // Where a live VM is and the selection: never hidden, never folded into a chain.
+  const vmPlaces = vms.filter((vm) => LIVE.has(vm.state)).map((vm) => vm.snapshot ?? '');
+  const pinnedKey = [...vmPlaces, selected ?? ''].join(',');
+  // A snapshot waiting for its delete is hidden already; its children hang from its parent, as they will. So do
+  // automatic checkpoints when the user hides them.
   const snapshots = useMemo(() => {
-    const hidden = new Set(pending);
+    const pinned = new Set(pinnedKey.split(','));
     const all = snapshotsOf(base, timeline, snapshotsById);
+    const hidden = new Set(pending);
+    if (hideAutomatic) for (const s of all) if (s.kind === 'auto' && !pinned.has(s.id)) hidden.add(s.id);
     const shownParent = (id: string | null): string | null =>
       id !== null && hidden.has(id) ? shownParent(snapshotsById[id]?.parent ?? null) : id;
     return all
       .filter((s) => !hidden.has(s.id))
       .map((s) => (hidden.has(s.parent ?? '') ? { ...s, parent: shownParent(s.parent) } : s));
-  }, [base, timeline, snapshotsById, pending]);
+  }, [base, timeline, snapshotsById, pending, hideAutomatic, pinnedKey]);
   const here = useMemo(() => {
     const map = new Map<string, Vm[]>();
     for (const vm of vms) {
@@ -118,7 +139,10 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
   }, [vms]);
   // The shape: parents, kept ids and open chains; names and notes changing do not re-lay it out.
   const shapeKey = snapshots.map((s) => `${s.id}<${s.parent}`).join(',');
-  const keepKey = [...here.keys(), selected ?? ''].join(',');
+  // Only automatic checkpoints fold into "+N snapshots": named and manual ones, forks and bases stay in view.
+  const keepKey = [...here.keys(), selected ?? '', ...snapshots.filter((s) => s.kind !== 'auto').map((s) => s.id)].join(
+    ',',
+  );
   const layout = useMemo(
     () =>
       layoutTree(
@@ -146,16 +170,24 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
   // The viewport is computed from the layout, not measured: React Flow's own fitView waits for every node to be
   // measured, which never happens for nodes offscreen when only visible ones are rendered (a large tree).
   const focus = useAppState((s) => (s.vmId ? (s.engine.vms[s.vmId]?.snapshot ?? null) : null));
-  const fit = (duration = 0) => {
+  // Once the user zoomed or panned, the view is theirs: new snapshots never move it, until they press Fit.
+  const userMoved = useRef(false);
+  // After "Fit", the tree stays fitted whole as it grows (else it opens readable, around its focus).
+  const wholeFit = useRef(false);
+  const fit = (duration = 0, whole = false) => {
     const instance = flow.current;
     const size = box.current?.getBoundingClientRect();
     if (!instance || !size || size.width === 0) return;
     const shown = focus ? (layout.shownAs.get(focus) ?? null) : null;
-    void instance.setViewport(treeViewport(layout, size, MINIMAP_ROOM, shown), { duration });
+    void instance.setViewport(treeViewport(layout, size, MINIMAP_ROOM, shown, whole ? MIN_ZOOM : undefined), {
+      duration,
+    });
   };
-  // Fit when the tree gains or loses nodes (a fork, a checkpoint), not on every selection.
+  // Fit when the tree gains or loses nodes (a fork, a checkpoint), not on every selection, and not after the user
+  // moved the view.
   useEffect(() => {
-    const timer = setTimeout(() => fit(200), 30);
+    if (userMoved.current) return;
+    const timer = setTimeout(() => !userMoved.current && fit(200, wholeFit.current), 30);
     return () => clearTimeout(timer);
   }, [layout.nodes.length]);
   if (snapshots.length === 0) {
@@ -175,6 +207,10 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
           flow.current = instance;
           fit();
         }}
+        // A move with an event is the user's (wheel, drag, the zoom buttons); ours (setViewport) have none.
+        onMoveStart={(event) => {
+          if (event) [userMoved.current, wholeFit.current] = [true, false];
+        }}
         onNodeClick={(_event, node) => {
           if (node.type === 'chain') {
             expandChain(store, episodeId, (node.data as ChainData).first);
@@ -184,7 +220,7 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
         nodesConnectable={false}
         edgesFocusable={false}
         onlyRenderVisibleElements
-        minZoom={0.05}
+        minZoom={MIN_ZOOM}
         maxZoom={2}
         proOptions={{ hideAttribution: true }}
         colorMode="system"
@@ -198,8 +234,21 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
           nodeColor={(node) => (node.type === 'chain' ? 'var(--line)' : 'var(--accent)')}
           maskColor="var(--minimap-mask)"
         />
-        <Controls showInteractive={false} showFitView={false} aria-label="Zoom and fit">
-          <ControlButton onClick={() => fit(200)} aria-label="Fit the tree" title="Fit the tree">
+        <Controls
+          showInteractive={false}
+          showFitView={false}
+          aria-label="Zoom and fit"
+          onZoomIn={() => ([userMoved.current, wholeFit.current] = [true, false])}
+          onZoomOut={() => ([userMoved.current, wholeFit.current] = [true, false])}
+        >
+          <ControlButton
+            onClick={() => {
+              [userMoved.current, wholeFit.current] = [false, true];
+              fit(200, true);
+            }}
+            aria-label="Fit the tree"
+            title="Fit the whole tree (new snapshots then keep it fitted)"
+          >
             ⤢
           </ControlButton>
         </Controls>

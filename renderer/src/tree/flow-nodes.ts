@@ -73,12 +73,15 @@ export function treeViewport(
   size: { width: number; height: number },
   minimapRoom: number,
   focus: string | null,
+  /** Fit the whole tree down to this zoom ("Fit"; its cards show as blocks below READABLE_ZOOM). */
+  wholeDownTo = READABLE_ZOOM,
 ): Viewport {
   const width = (layout.depth - 1) * DEPTH_STEP + NODE_W;
   const height = (layout.breadth - 1) * BREADTH_STEP + NODE_H;
   const room = size.width - minimapRoom;
-  const zoom = Math.min(1.2, (room * 0.92) / width, (size.height * 0.85) / height);
-  if (zoom >= READABLE_ZOOM) return { x: (room - width * zoom) / 2, y: (size.height - height * zoom) / 2, zoom };
+  const fitted = Math.min(1.2, (room * 0.92) / width, (size.height * 0.85) / height);
+  const zoom = Math.max(fitted, Math.min(wholeDownTo, READABLE_ZOOM));
+  if (fitted >= wholeDownTo) return { x: (room - width * zoom) / 2, y: (size.height - height * zoom) / 2, zoom };
   const target = layout.nodes.find((n) => n.id === focus) ?? layout.nodes.at(-1);
   if (!target) return { x: 0, y: 0, zoom: 1 };
   const cx = target.depth * DEPTH_STEP + NODE_W / 2;

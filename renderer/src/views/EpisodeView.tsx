@@ -8,7 +8,7 @@ import { Console } from '../console/Console.js';
 import { formatBytes, formatDuration } from '../format.js';
 import { Replay } from '../replay/Replay.js';
 import { ForkTree } from '../tree/ForkTree.js';
-import { closeEpisode, openDialog, selectVm, selectedVmId, shownVmIds } from '../store/selection.js';
+import { closeEpisode, openDialog, selectVm, selectedVmId, setHideAutomatic, shownVmIds } from '../store/selection.js';
 import { SnapshotDetails } from './SnapshotDetails.js';
 import { Sparklines } from './Sparkline.js';
 import { StateBadge } from './StateBadge.js';
@@ -115,6 +115,40 @@ function VmTab({ vmId, active }: { vmId: string; active: boolean }) {
   );
 }
 
+/** The bar between the tree and the console: drag it, or focus it and use the arrow keys. */
+function PaneSplitter({ share, setShare }: { share: number; setShare: (share: number) => void }) {
+  const clamp = (value: number) => Math.round(Math.min(85, Math.max(15, value)));
+  return (
+    <div
+      className="pane-splitter"
+      role="separator"
+      aria-orientation="horizontal"
+      aria-label="Resize the tree and the console"
+      aria-valuenow={share}
+      aria-valuemin={15}
+      aria-valuemax={85}
+      tabIndex={0}
+      onKeyDown={(e) => {
+        if (e.key === 'ArrowUp' || e.key === 'ArrowDown') {
+          e.preventDefault();
+          setShare(clamp(share + (e.key === 'ArrowUp' ? -5 : 5)));
+        }
+      }}
+      onPointerDown={(e) => {
+        const body = e.currentTarget.closest('.episode-body')!.getBoundingClientRect();
+        const move = (event: PointerEvent) => setShare(clamp(((event.clientY - body.top) / body.height) * 100));
+        const up = () => {
+          window.removeEventListener('pointermove', move);
+          window.removeEventListener('pointerup', up);
+        };
+        window.addEventListener('pointermove', move);
+        window.addEventListener('pointerup', up);
+        e.preventDefault();
+      }}
+    />
+  );
+}
+
 export function EpisodeView({ episodeId }: { episodeId: string }) {
   const { store, operations } = useApp();
   const episode = useAppState((s) => s.engine.episodes[episodeId]);
@@ -124,6 +158,10 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
     s.snapshotId && !s.pendingDeletes.includes(s.snapshotId) ? s.snapshotId : null,
   );
   const [pane, setPane] = useState<'console' | 'replay'>('console');
+  // The tree pane's share of the height (a percentage), or the whole of it.
+  const [share, setShare] = useState(42);
+  const [maximised, setMaximised] = useState(false);
+  const hideAutomatic = useAppState((s) => s.hideAutomatic);
   if (!episode) return null;
   return (
     <section className="episode" aria-label={`Episode ${episode.name}`}>
@@ -149,9 +187,31 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
         {vmIds.length === 0 && <span className="muted pad">No VMs: fork a snapshot to run one.</span>}
       </div>
       {vmId && <VmActions vmId={vmId} />}
-      <div className="episode-body">
+      <div
+        className={`episode-body${maximised ? ' tree-maximised' : ''}`}
+        style={maximised ? undefined : { gridTemplateRows: `minmax(120px, ${share}%) minmax(0, 1fr)` }}
+      >
         <div className="tree-pane">
-          <ForkTree episodeId={episodeId} />
+          <div className="tree-toolbar small">
+            <span className="muted">Fork tree</span>
+            <div className="spacer" />
+            <label className="choice">
+              <input
+                type="checkbox"
+                checked={!hideAutomatic}
+                onChange={(e) => setHideAutomatic(store, !e.target.checked)}
+              />
+              <span>Automatic checkpoints</span>
+            </label>
+            <button
+              onClick={() => setMaximised(!maximised)}
+              aria-pressed={maximised}
+              title={maximised ? 'Give the console its place again' : 'Give the tree the whole height'}
+            >
+              {maximised ? 'Restore size' : 'Maximise tree'}
+            </button>
+          </div>
+          <ForkTree key={episodeId} episodeId={episodeId} />
         </div>
         <aside className="details-pane">
           {snapshotId ? (
@@ -161,6 +221,7 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
           )}
         </aside>
         <div className="bottom-pane">
+          {!maximised && <PaneSplitter share={share} setShare={setShare} />}
           <div className="tabs" role="tablist" aria-label="Console or replay">
             <button role="tab" aria-selected={pane === 'console'} onClick={() => setPane('console')}>
               Console
