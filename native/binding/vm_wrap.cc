@@ -1,9 +1,15 @@
 #include "vm_wrap.h"
 
+extern "C" {
+#include "net_vm.h"
+}
+
 #include "vm_error_js.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -638,6 +644,58 @@ Napi::Value VmWrap::CpuTimeNs(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(ns));
 }
 
+// network(after): the VM's forwards as bound, its refusal counters and the refusal events newer than `after`
+// (docs/network.md, "Seen from the host"); null when the VM has no network device.
+Napi::Value VmWrap::Network(const Napi::CallbackInfo& info) {
+  struct vm* vm = LiveVm(info, host_, "read its network");
+  Napi::Env env = info.Env();
+  double after = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : 0;
+  struct vm_error err = {};
+  auto net = std::make_unique<struct vm_network>();
+  if (vm_network(vm, after > 0 ? static_cast<uint64_t>(after) : 0, net.get(), &err) < 0) {
+    if (err.code == ENODEV) return env.Null();
+    throw VmError(env, err);
+  }
+  Napi::Object out = Napi::Object::New(env);
+  Napi::Array forwards = Napi::Array::New(env, net->nr_forwards);
+  for (unsigned i = 0; i < net->nr_forwards; i++) {
+    Napi::Object f = Napi::Object::New(env);
+    f.Set("host", net->forwards[i].host_port);
+    f.Set("guest", net->forwards[i].guest_port);
+    forwards.Set(i, f);
+  }
+  out.Set("forwards", forwards);
+  Napi::Object refused = Napi::Object::New(env);
+  for (int r = 0; r < NET_RULE_COUNT; r++)
+    refused.Set(net_rule_name(static_cast<enum net_rule>(r)), static_cast<double>(net->stats.refused[r]));
+  out.Set("refused", refused);
+  Napi::Array events = Napi::Array::New(env, net->nr_events);
+  for (unsigned i = 0; i < net->nr_events; i++) {
+    const struct net_event& e = net->events[i];
+    char dst[64];
+    net_addr_format(&e.dst, dst, sizeof(dst));
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("seq", static_cast<double>(e.seq));
+    o.Set("destination", dst);
+    o.Set("port", e.port);
+    o.Set("protocol", e.proto == 6 ? "tcp" : e.proto == 17 ? "udp" : e.proto == 1 || e.proto == 58 ? "icmp"
+                                                                                                     : "other");
+    o.Set("rule", net_rule_name(static_cast<enum net_rule>(e.rule)));
+    if (e.name[0]) o.Set("name", e.name);
+    events.Set(i, o);
+  }
+  out.Set("events", events);
+  Napi::Object frames = Napi::Object::New(env);
+  frames.Set("sent", static_cast<double>(net->stats.tx_frames));
+  frames.Set("received", static_cast<double>(net->stats.rx_frames));
+  frames.Set("refused", static_cast<double>(net->stats.tx_refused));
+  frames.Set("dropped", static_cast<double>(net->stats.rx_dropped));
+  frames.Set("connectionsRefused", static_cast<double>(net->stats.conns_refused));
+  out.Set("frames", frames);
+  out.Set("sockets", net->stats.sockets);
+  return out;
+}
+
 Napi::Function VmWrap::Define(Napi::Env env) {
   return DefineClass(env, "NativeVm",
                      {InstanceMethod<&VmWrap::Start>("start"), InstanceMethod<&VmWrap::Pause>("pause"),
@@ -646,6 +704,7 @@ Napi::Function VmWrap::Define(Napi::Env env) {
                       InstanceMethod<&VmWrap::Checkpoint>("checkpoint"), InstanceMethod<&VmWrap::Fork>("fork"),
                       InstanceMethod<&VmWrap::MemoryStats>("memoryStats"),
                       InstanceMethod<&VmWrap::CpuTimeNs>("cpuTimeNs"),
+                      InstanceMethod<&VmWrap::Network>("network"),
                       InstanceAccessor<&VmWrap::State>("state")});
 }
 

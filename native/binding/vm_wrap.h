@@ -31,7 +31,8 @@ class VmWrap : public Napi::ObjectWrap<VmWrap> {
   Napi::Value Checkpoint(const Napi::CallbackInfo& info);   // checkpoint(dir, onProgress?) -> Promise<info>
   Napi::Value Fork(const Napi::CallbackInfo& info);         // fork([{onConsole, onExit}, ...]) -> Promise<NativeVm[]>
   Napi::Value MemoryStats(const Napi::CallbackInfo& info);  // memoryStats() -> Promise<stats>
-  Napi::Value CpuTimeNs(const Napi::CallbackInfo& info);    // cpuTimeNs() -> number (vCPU threads' CPU time)
+  Napi::Value CpuTimeNs(const Napi::CallbackInfo& info);
+  Napi::Value Network(const Napi::CallbackInfo& info);      // network(after) -> forwards, refusals, counters    // cpuTimeNs() -> number (vCPU threads' CPU time)
 
   Host* host_ = nullptr;
 };

@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "le_codec.h"
 #include "net_slirp.h"
+#include "net_vm.h"
 #include "snapfile.h"
 #include "virtio_dev.h"
 #include "virtio_net.h"
@@ -147,6 +148,23 @@ static void net_clone(struct vm *vm, void *state)
 	pthread_mutex_lock(&v->t.lock);
 	virtio_net_random_mac(net_of(state)->net.mac);
 	pthread_mutex_unlock(&v->t.lock);
+}
+
+int vm_network(struct vm *vm, uint64_t events_after, struct vm_network *out, struct vm_error *err)
+{
+	for (int k = 0; k < vm->nr_devices; k++) {
+		struct net_dev *d;
+
+		if (strcmp(vm->devices[k].type->name, "virtio-net"))
+			continue;
+		d = net_of(vm->devices[k].state);
+		memset(out, 0, sizeof(*out));
+		net_slirp_stats(d->ns, &out->stats);
+		out->nr_forwards = net_slirp_forwards(d->ns, out->forwards, NET_SLIRP_MAX_FORWARDS);
+		out->nr_events = net_slirp_events(d->ns, events_after, out->events, NET_POLICY_EVENTS);
+		return 0;
+	}
+	return vm_error_set(err, ENODEV, "the VM has no network device (its Smolfile has no net = true)");
 }
 
 static struct device_type virtio_net_device = {

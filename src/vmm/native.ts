@@ -77,6 +77,37 @@ export interface ResourcesOption {
   resources?: DeviceResources;
 }
 
+/** Why the network policy refused a packet (native/vmm/net_policy.h, enum net_rule). */
+export type NetworkRule =
+  'malformed' | 'protocol' | 'link-local' | 'private' | 'host' | 'reserved' | 'not-allowed' | 'dns-name' | 'fragment';
+
+/** One refused packet (the VM keeps the last 64). */
+export interface NetworkRefusal {
+  /** 1, 2, ... in the order refused: pass the last one seen to `network(after)` for newer ones only. */
+  seq: number;
+  /** The destination address ("-" when the frame had none). */
+  destination: string;
+  /** TCP or UDP destination port; 0 otherwise. */
+  port: number;
+  protocol: 'tcp' | 'udp' | 'icmp' | 'other';
+  rule: NetworkRule;
+  /** The DNS name, for `dns-name`. */
+  name?: string;
+}
+
+export interface NetworkInfo {
+  /** The `ports` forwards as bound on 127.0.0.1 (a lone guest port's chosen host port among them). */
+  forwards: { host: number; guest: number }[];
+  /** Refusals counted per rule since the VM (or this restore of it) started. */
+  refused: Record<NetworkRule, number>;
+  events: NetworkRefusal[];
+  /** Frames handed to the stack, handed to the guest, refused by the policy, dropped on a full receive queue; new
+   * connections refused at the 512-socket cap. */
+  frames: { sent: number; received: number; refused: number; dropped: number; connectionsRefused: number };
+  /** Host sockets the stack holds. */
+  sockets: number;
+}
+
 /** A disk layer chain as `diskInfo` reads it. */
 export interface DiskInfo {
   size: number;
@@ -148,6 +179,8 @@ export interface NativeVm {
   memoryStats(): Promise<MemoryStats>;
   /** CPU time the running vCPU threads have used, in nanoseconds. */
   cpuTimeNs(): number;
+  /** The VM's network as the host sees it (docs/network.md, "Seen from the host"); null without a network. */
+  network(after?: number): NetworkInfo | null;
   start(): void;
   resume(): void;
   pause(): Promise<void>;

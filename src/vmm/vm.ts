@@ -7,6 +7,7 @@ import {
   type DeviceResources,
   type MemoryStats,
   type NativeVm,
+  type NetworkInfo,
   type ResourcesOption,
   type VmExit,
   type VmState,
@@ -20,6 +21,9 @@ export type {
   DiskConfig,
   DiskInfo,
   MemoryStats,
+  NetworkInfo,
+  NetworkRefusal,
+  NetworkRule,
   ResourcesOption,
   VsockConfig,
   VmExit,
@@ -124,6 +128,11 @@ export class Vm extends EventEmitter<VmEvents> {
   }
 
   /** CPU time the VM's running vCPUs have used so far, in nanoseconds: sample it twice for a CPU percentage. */
+  /** Its network as the host sees it: forwards, refusals, counters (docs/network.md); null without one. */
+  network(after = 0): NetworkInfo | null {
+    return this.#vm().network(after);
+  }
+
   cpuTimeNs(): number {
     return this.#vm().cpuTimeNs();
   }

@@ -60,6 +60,17 @@ describe('virtio-net in a VM', () => {
     expect(await connects(port)).toBe(false);
   });
 
+  it('gives a lone guest port a free host port, which the host can read, and a VM without a network has none', async () => {
+    const guest = await startGuest('count', { cmdline: 'every=100000', resources: netConfig('forward 0 80') });
+    const forwards = guest.vm.network()?.forwards ?? [];
+    expect(forwards).toEqual([{ host: expect.any(Number), guest: 80 }]);
+    expect(await connects(forwards[0]!.host)).toBe(true);
+    await guest.vm.kill();
+    const plain = await startGuest('count', { cmdline: 'every=100000' });
+    expect(plain.vm.network()).toBeNull();
+    await plain.vm.kill();
+  });
+
   it('refuses to boot when a pinned host port is in use, naming the port and who holds it', async () => {
     const holder = net.createServer();
     await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
@@ -125,6 +136,16 @@ describe('virtio-net in a VM', () => {
       await sleep(2000); // the guest re-sends the refused SYN meanwhile
       expect(other.accepted()).toBe(0);
       expect(guest.output()).not.toMatch(new RegExp(`net: (synack|rst) ${other.port}`));
+      // The refusal is an event the host reads, with its destination, protocol, port and rule.
+      const network = guest.vm.network();
+      expect(network?.events).toContainEqual(
+        expect.objectContaining({ destination: '10.0.2.2', port: other.port, protocol: 'tcp', rule: 'host' }),
+      );
+      expect(network?.events.some((e) => e.port === allowed.port)).toBe(false);
+      expect(network?.refused.host).toBeGreaterThanOrEqual(1);
+      expect(network?.frames.sent).toBeGreaterThanOrEqual(2); // the ARP and the allowed SYN at least
+      const last = network!.events.at(-1)!.seq;
+      expect(guest.vm.network(last)?.events.every((e) => e.seq > last)).toBe(true);
     } finally {
       await guest.vm.kill();
       await Promise.all([allowed.close(), other.close()]);
