@@ -38,7 +38,6 @@ from ._protocol import (
     ExecExited,
     ExecOutput,
     ExecSession,
-    ExecStarted,
     HttpConnection,
     HttpRequest,
     HttpResponse,

@@ -38,7 +38,7 @@ def test_exec_streams_output_and_returns_the_exit_status(smol: smol_studio.Smol,
     assert len(chunks) >= 2  # it came as it was written, not at the end
     with smol.exec_stream(linux.vm, ["sh", "-c", "echo first; read x; echo got-$x"], stdin=True) as stream:
         seen = b""
-        for fd, chunk in stream:
+        for _fd, chunk in stream:
             seen += chunk
             if seen == b"first\n":
                 stream.write(b"typed\n")

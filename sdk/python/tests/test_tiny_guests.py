@@ -16,7 +16,7 @@ from smol_studio import ConsoleOutput, ConsoleScreen
 from conftest import EngineHome, eventually
 
 
-def first_live_count(smol: smol_studio.Smol, vm: str, timeout: float = 20.0) -> int:
+def first_live_count(smol: smol_studio.Smol, vm: smol_studio.Ref, timeout: float = 20.0) -> int:
     """The first whole ``count=N`` line the VM prints after this call (its screen from before is skipped)."""
     with smol.console(vm) as console:
         text = ""
