@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "agent.h"
+#include "file_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -214,21 +215,13 @@ void file_write_start(struct agent *a, uint32_t id, const uint8_t *payload, size
 
 void file_write_data(struct agent *a, struct stream *s, const uint8_t *data, size_t len, int eof)
 {
-	size_t done = 0, start;
-	int e;
+	size_t start;
+	int e = -file_write_all(s->fd, data, len);
 
-	while (done < len) {
-		ssize_t n = write(s->fd, data + done, len - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			e = errno;
-			conn_reply_error(a, s->id, e, s->path, "write %s: %s", s->path, strerror(e));
-			conn_stream_close(a, s);
-			return;
-		}
-		done += (size_t)n;
+	if (e) {
+		conn_reply_error(a, s->id, e, s->path, "write %s: %s", s->path, strerror(e));
+		conn_stream_close(a, s);
+		return;
 	}
 	s->bytes += len;
 	if (!eof) {

@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "agent.h"
+#include "file_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -97,8 +98,7 @@ static int write_file_atomic(const char *path, const char *text)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
 	if (fd < 0)
 		return -errno;
-	if (write(fd, text, len) != (ssize_t)len)
-		e = errno ? -errno : -EIO;
+	e = file_write_all(fd, text, len);
 	if (close(fd) < 0 && !e)
 		e = -errno;
 	if (!e && rename(tmp, path) < 0)

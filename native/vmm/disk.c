@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "disk.h"
 #include "error.h"
+#include "file_io.h"
 #include "snapfile.h"
 
 #include <errno.h>
@@ -12,9 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MAX_DISK_SIZE (1ULL << 50)
@@ -115,38 +114,6 @@ const char *disk_header_parse(const uint8_t *buf, struct disk_header *h)
 	return NULL;
 }
 
-static int full_pread(int fd, void *buf, uint64_t len, uint64_t off)
-{
-	uint64_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (uint8_t *)buf + done, len - done, (off_t)(off + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		done += (uint64_t)n;
-	}
-	return 0;
-}
-
-static int full_pwrite(int fd, const void *buf, uint64_t len, uint64_t off)
-{
-	uint64_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const uint8_t *)buf + done, len - done, (off_t)(off + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -ENOSPC;
-		done += (uint64_t)n;
-	}
-	return 0;
-}
-
 /* The absolute path of a file that may not exist yet (its directory must). */
 static int absolute(const char *path, char out[PATH_MAX], struct vm_error *err)
 {
@@ -196,7 +163,7 @@ static int layer_open(const char *path, int writable, struct disk_header *h, str
 		close(fd);
 		return vm_error_set(err, EINVAL, "disk layer %s: not a regular file with a header", path);
 	}
-	ret = full_pread(fd, head, sizeof(head), 0);
+	ret = file_pread_all(fd, head, sizeof(head), 0);
 	bad = ret < 0 ? "cannot read the header" : disk_header_parse(head, h);
 	if (!bad && (uint64_t)sb.st_size < h->data_offset)
 		bad = "the file is shorter than its map";
@@ -227,7 +194,7 @@ static int layer_open(const char *path, int writable, struct disk_header *h, str
 	l->nr_clusters = h->nr_clusters;
 	l->data_offset = h->data_offset;
 	l->next_free = round_up((uint64_t)sb.st_size, 4096);
-	ret = full_pread(fd, l->map, 8 * h->nr_clusters, h->map_offset);
+	ret = file_pread_all(fd, l->map, 8 * h->nr_clusters, h->map_offset);
 	for (uint64_t c = 0; !ret && c < h->nr_clusters; c++) {
 		uint64_t at = l->map[c];
 
@@ -382,8 +349,8 @@ static int read_from(struct disk *d, struct disk_layer *from, uint64_t off, uint
 
 	for (struct disk_layer *l = from; l; l = l->below)
 		if (l->map[c])
-			return full_pread(l->fd, buf, len, l->map[c] + in);
-	return full_pread(d->base_fd, buf, len, off);
+			return file_pread_all(l->fd, buf, len, l->map[c] + in);
+	return file_pread_all(d->base_fd, buf, len, off);
 }
 
 static int check_range(const struct disk *d, uint64_t off, uint64_t len, struct vm_error *err)
@@ -427,7 +394,7 @@ static int copy_up(struct disk *d, uint64_t c, uint64_t in, const uint8_t *src, 
 	ret = n == DISK_CLUSTER_SIZE ? 0 : read_from(d, top->below, start, buf, have);
 	if (!ret) {
 		memcpy(buf + in, src, n);
-		ret = full_pwrite(top->fd, buf, DISK_CLUSTER_SIZE, top->next_free);
+		ret = file_pwrite_all(top->fd, buf, DISK_CLUSTER_SIZE, top->next_free);
 	}
 	free(buf);
 	if (ret < 0)
@@ -450,7 +417,7 @@ int disk_write(struct disk *d, uint64_t off, const void *buf, uint64_t len, stru
 		uint64_t c = off / DISK_CLUSTER_SIZE, in = off % DISK_CLUSTER_SIZE, n = DISK_CLUSTER_SIZE - in;
 
 		n = n < len ? n : len;
-		ret = d->top->map[c] ? full_pwrite(d->top->fd, p, n, d->top->map[c] + in) : copy_up(d, c, in, p, n);
+		ret = d->top->map[c] ? file_pwrite_all(d->top->fd, p, n, d->top->map[c] + in) : copy_up(d, c, in, p, n);
 		if (ret < 0)
 			return vm_error_set(err, -ret, "disk write at %llu to %s: %s", (unsigned long long)off,
 					    d->top->path, strerror(-ret));
@@ -477,7 +444,7 @@ int disk_flush(struct disk *d, struct vm_error *err)
 
 		if (all_zero(l->map_dirty + first / 8, bytes))
 			continue;
-		ret = full_pwrite(l->fd, l->map + first, 8 * n, DISK_HEADER_SIZE + 8 * first);
+		ret = file_pwrite_all(l->fd, l->map + first, 8 * n, DISK_HEADER_SIZE + 8 * first);
 		if (ret < 0)
 			return vm_error_set(err, -ret, "writing the map of %s: %s", l->path, strerror(-ret));
 		memset(l->map_dirty + first / 8, 0, bytes);
@@ -486,31 +453,6 @@ int disk_flush(struct disk *d, struct vm_error *err)
 	if (dirty && fdatasync(l->fd) < 0)
 		return vm_error_set(err, errno, "flushing the map of %s: %s", l->path, strerror(errno));
 	return 0;
-}
-
-static void random_id(uint8_t id[DISK_ID_SIZE])
-{
-	if (getrandom(id, DISK_ID_SIZE, 0) != DISK_ID_SIZE) {
-		uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)id;
-
-		for (int i = 0; i < DISK_ID_SIZE; i++)
-			id[i] = (uint8_t)(t >> (8 * (i % 8))) ^ (uint8_t)(i * 37);
-	}
-	id[0] |= 1;	/* never zero */
-}
-
-static int fsync_parent(const char *path)
-{
-	char copy[PATH_MAX];
-	int fd, ret;
-
-	snprintf(copy, sizeof(copy), "%s", path);
-	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ret = fsync(fd) < 0 ? -errno : 0;
-	close(fd);
-	return ret;
 }
 
 /* Writes a new empty layer over `below` (absolute; size and id as given). */
@@ -529,19 +471,19 @@ static int create_layer(const char *path, const char *below, uint64_t size, cons
 	h.parent_path_len = (uint32_t)strlen(below);
 	memcpy(h.parent_path, below, h.parent_path_len);
 	memcpy(h.parent_id, below_id, DISK_ID_SIZE);
-	random_id(h.id);
+	file_random_id(h.id, DISK_ID_SIZE);
 	disk_header_encode(&h, head);
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return vm_error_set(err, errno, "cannot create disk layer %s: %s", path, strerror(errno));
-	ret = full_pwrite(fd, head, sizeof(head), 0);
+	ret = file_pwrite_all(fd, head, sizeof(head), 0);
 	if (!ret && ftruncate(fd, (off_t)h.data_offset) < 0)	/* the map: all absent (a hole) */
 		ret = -errno;
 	if (!ret && fsync(fd) < 0)
 		ret = -errno;
 	close(fd);
 	if (!ret)
-		ret = fsync_parent(path);
+		ret = file_fsync_parent(path);
 	if (ret < 0) {
 		unlink(path);
 		return vm_error_set(err, -ret, "cannot create disk layer %s: %s", path, strerror(-ret));
@@ -592,12 +534,12 @@ int disk_freeze_and_stack(struct disk *d, const char *new_top, struct vm_error *
 	if (ret < 0)
 		return ret;
 	/* Mark the old top frozen: its header again, with the flag (the map is already on disk). */
-	ret = full_pread(old->fd, head, sizeof(head), 0);
+	ret = file_pread_all(old->fd, head, sizeof(head), 0);
 	bad = ret < 0 ? "cannot read its header" : disk_header_parse(head, &h);
 	if (!bad) {
 		h.flags |= DISK_FLAG_FROZEN;
 		disk_header_encode(&h, head);
-		ret = full_pwrite(old->fd, head, sizeof(head), 0);
+		ret = file_pwrite_all(old->fd, head, sizeof(head), 0);
 		if (!ret && fdatasync(old->fd) < 0)
 			ret = -errno;
 		if (ret < 0)
@@ -686,18 +628,18 @@ int disk_flatten(const char *path, struct disk_flatten_stats *st, struct vm_erro
 			;
 		if (!l)
 			continue;
-		ret = full_pread(l->fd, buf, DISK_CLUSTER_SIZE, l->map[c]);
+		ret = file_pread_all(l->fd, buf, DISK_CLUSTER_SIZE, l->map[c]);
 		if (!ret)
-			ret = full_pwrite(fd, buf, DISK_CLUSTER_SIZE, next);
+			ret = file_pwrite_all(fd, buf, DISK_CLUSTER_SIZE, next);
 		map[c] = next;
 		next += DISK_CLUSTER_SIZE;
 		copied += DISK_CLUSTER_SIZE;
 	}
 	disk_header_encode(&h, head);
 	if (!ret)
-		ret = full_pwrite(fd, map, 8 * h.nr_clusters, DISK_HEADER_SIZE);
+		ret = file_pwrite_all(fd, map, 8 * h.nr_clusters, DISK_HEADER_SIZE);
 	if (!ret)
-		ret = full_pwrite(fd, head, sizeof(head), 0);
+		ret = file_pwrite_all(fd, head, sizeof(head), 0);
 	if (!ret && ftruncate(fd, (off_t)next) < 0)
 		ret = -errno;
 	if (!ret && (fsync(fd) < 0 || fchmod(fd, 0444) < 0))
@@ -705,7 +647,7 @@ int disk_flatten(const char *path, struct disk_flatten_stats *st, struct vm_erro
 	if (!ret && rename(tmp, d->top->path) < 0)
 		ret = -errno;
 	if (!ret)
-		ret = fsync_parent(d->top->path);
+		ret = file_fsync_parent(d->top->path);
 	if (ret < 0) {
 		unlink(tmp);
 		ret = vm_error_set(err, -ret, "cannot flatten %s: %s", d->top->path, strerror(-ret));

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "loader.h"
 #include "error.h"
+#include "file_io.h"
 #include "guest_mem.h"
 
 #include <elf.h>
@@ -11,24 +12,6 @@
 #include <unistd.h>
 
 #define MIB(x) ((unsigned long long)(x) >> 20)
-
-static int read_exact(int fd, void *buf, uint64_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pread(fd, p, len > (1 << 30) ? (1 << 30) : len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (uint64_t)n;
-	}
-	return 0;
-}
 
 static int file_size(int fd, uint64_t *size)
 {
@@ -57,7 +40,7 @@ static int load_elf64(struct guest_mem *mem, int fd, const char *name, uint64_t 
 				    eh->e_phnum, eh->e_phentsize);
 	if (eh->e_phoff > fsize || (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > fsize - eh->e_phoff)
 		return vm_error_set(err, ENOEXEC, "kernel %s: program header table lies outside the file", name);
-	if (read_exact(fd, ph, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr), eh->e_phoff) < 0)
+	if (file_pread_all(fd, ph, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr), eh->e_phoff) < 0)
 		return vm_error_set(err, EIO, "kernel %s: cannot read program headers", name);
 
 	out->kind = KERNEL_ELF64;
@@ -83,7 +66,7 @@ static int load_elf64(struct guest_mem *mem, int fd, const char *name, uint64_t 
 					    "kernel %s: segment at 0x%llx+0x%llx does not fit in %llu MiB of RAM", name,
 					    (unsigned long long)p->p_paddr, (unsigned long long)p->p_memsz,
 					    MIB(mem->size));
-		if (read_exact(fd, dst, p->p_filesz, p->p_offset) < 0)
+		if (file_pread_all(fd, dst, p->p_filesz, p->p_offset) < 0)
 			return vm_error_set(err, EIO, "kernel %s: cannot read segment %d", name, i);
 		memset(dst + p->p_filesz, 0, p->p_memsz - p->p_filesz);
 		if (eh->e_entry >= p->p_paddr && eh->e_entry - p->p_paddr < p->p_memsz)
@@ -145,7 +128,7 @@ static int load_bzimage(struct guest_mem *mem, int fd, const char *name, uint64_
 	if (!dst)
 		return vm_error_set(err, ENOMEM, "kernel %s: needs 0x%llx+0x%llx, which does not fit in %llu MiB of RAM",
 				    name, (unsigned long long)load, (unsigned long long)span, MIB(mem->size));
-	if (read_exact(fd, dst, pm_size, pm_off) < 0)
+	if (file_pread_all(fd, dst, pm_size, pm_off) < 0)
 		return vm_error_set(err, EIO, "kernel %s: cannot read the protected-mode kernel", name);
 	out->kind = KERNEL_BZIMAGE;
 	out->entry = load + 0x200;	/* startup_64 */
@@ -173,7 +156,7 @@ int loader_load_kernel_fd(struct guest_mem *mem, int fd, const char *name, struc
 		return vm_error_set(err, ENOEXEC, "kernel %s: not an ELF64 file or bzImage (only %llu bytes)", name,
 				    (unsigned long long)fsize);
 	memset(head, 0, sizeof(head));
-	if (read_exact(fd, head, fsize < sizeof(head) ? fsize : sizeof(head), 0) < 0)
+	if (file_pread_all(fd, head, fsize < sizeof(head) ? fsize : sizeof(head), 0) < 0)
 		return vm_error_set(err, EIO, "kernel %s: cannot read the file header", name);
 	if (!memcmp(head, ELFMAG, SELFMAG))
 		return load_elf64(mem, fd, name, fsize, (const Elf64_Ehdr *)head, out, err);
@@ -218,7 +201,7 @@ int loader_load_initrd(struct guest_mem *mem, const char *path, uint64_t min_add
 	}
 	at = (top - fsize) & ~0xfffULL;
 	dst = guest_mem_ptr(mem, at, fsize);
-	if (!dst || read_exact(fd, dst, fsize, 0) < 0) {
+	if (!dst || file_pread_all(fd, dst, fsize, 0) < 0) {
 		ret = vm_error_set(err, EIO, "initrd %s: cannot read it", path);
 		goto out;
 	}

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "mem_layer.h"
 #include "error.h"
+#include "file_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -249,20 +250,20 @@ static int copy_range(struct copy *c, const struct layer_src *l, uint64_t off, u
 {
 	while (len) {
 		size_t n = len > COPY_CHUNK ? COPY_CHUNK : (size_t)len;
-		ssize_t got = pread(l->fd, c->buf, n, (off_t)(l->data_offset + off));
+		int ret = file_pread_all(l->fd, c->buf, n, l->data_offset + off);
 
-		if (got != (ssize_t)n)
-			return vm_error_set(err, got < 0 ? errno : EIO, "cannot read a memory layer: %s",
-					    got < 0 ? strerror(errno) : "short read");
+		if (ret < 0)
+			return vm_error_set(err, -ret, "cannot read a memory layer: %s",
+					    ret == -EIO ? "it ends early" : strerror(-ret));
 		for (size_t at = 0; at < n; at += SNAP_PAGE_SIZE) {
 			size_t run = 0;
 
 			while (at + run < n && !(skip_zero && is_zero(c->buf + at + run, SNAP_PAGE_SIZE)))
 				run += SNAP_PAGE_SIZE;
 			if (run) {
-				if (pwrite(c->out, c->buf + at, run, (off_t)(c->out_offset + off + at)) != (ssize_t)run)
-					return vm_error_set(err, errno ? errno : EIO, "cannot write a memory layer: %s",
-							    strerror(errno ? errno : EIO));
+				ret = file_pwrite_all(c->out, c->buf + at, run, c->out_offset + off + at);
+				if (ret < 0)
+					return vm_error_set(err, -ret, "cannot write a memory layer: %s", strerror(-ret));
 				c->written += run;
 				at += run - SNAP_PAGE_SIZE;	/* the page after the run was zero or past the end */
 			}

@@ -1,0 +1,232 @@
+/*
+ * Writing a snapshot to its directory (docs/snapshots.md, "On disk"): the memory layer (full, or a diff against the
+ * newest layer of its chain already on disk) and the state, written into DIR.partial-PID, made read-only, fsynced and
+ * renamed to DIR, so the directory appears whole or not at all. The layer then reads its pages from the file.
+ */
+#define _GNU_SOURCE
+#include "error.h"
+#include "file_io.h"
+#include "mem_layer.h"
+#include "snapfile.h"
+#include "snapshot.h"
+#include "vm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The files of a snapshot directory, what a half-written one may hold. */
+static const char *const snapshot_files[] = { "state", "memory", NULL };
+
+/* `to` relative to the directory `from`; both absolute and canonical. */
+static void relative_path(const char *from, const char *to, char *out, size_t size)
+{
+	size_t common = 0, i = 0;
+	int ups = 0;
+
+	for (; from[i] && from[i] == to[i]; i++)
+		if (from[i] == '/')
+			common = i;
+	if (!from[i] && (to[i] == '/' || !to[i]))
+		common = i;
+	for (const char *p = from + common; *p; p++)
+		if (*p == '/')
+			ups++;
+	out[0] = 0;
+	for (int k = 0; k < ups; k++)
+		strncat(out, "../", size - strlen(out) - 1);
+	strncat(out, to[common] == '/' ? to + common + 1 : to + common, size - strlen(out) - 1);
+	if (!out[0])
+		snprintf(out, size, ".");
+	else if (out[strlen(out) - 1] == '/')
+		out[strlen(out) - 1] = 0;
+}
+
+
+/* The absolute form of a directory that may not exist yet (its parent must). */
+static int absolute_dir(const char *dir, char out[PATH_MAX], struct vm_error *err)
+{
+	char copy[PATH_MAX], parent[PATH_MAX];
+	char *slash, *base;
+
+	if (!*dir || strlen(dir) >= sizeof(copy) - 1)
+		return vm_error_set(err, EINVAL, "snapshot directory name is empty or too long");
+	snprintf(copy, sizeof(copy), "%s", dir);
+	while (strlen(copy) > 1 && copy[strlen(copy) - 1] == '/')
+		copy[strlen(copy) - 1] = 0;
+	slash = strrchr(copy, '/');
+	if (slash) {
+		*slash = 0;
+		base = slash + 1;
+		if (!realpath(*copy ? copy : "/", parent))
+			return vm_error_set(err, errno, "cannot write a snapshot in %s: %s", *copy ? copy : "/",
+					    strerror(errno));
+	} else {
+		base = copy;
+		if (!getcwd(parent, sizeof(parent)))
+			return vm_error_set(err, errno, "cannot find the current directory: %s", strerror(errno));
+	}
+	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+		return vm_error_set(err, EINVAL, "%s is not a name for a new snapshot directory", dir);
+	if (snprintf(out, PATH_MAX, "%s/%s", strcmp(parent, "/") ? parent : "", base) >= PATH_MAX)
+		return vm_error_set(err, ENAMETOOLONG, "snapshot directory name is too long");
+	return 0;
+}
+
+static int write_memory(struct vm_snapshot *s, const char *tmp, struct mem_layer *base, vm_progress_fn progress,
+			void *opaque, struct vm_snapshot_info *info, struct vm_error *err)
+{
+	struct mem_layer *top = s->layer;
+	uint32_t kind = base ? MEM_LAYER_DIFF : MEM_LAYER_FULL;
+	struct mem_layer_header h = { .kind = kind, .mem_size = top->mem_size };
+	uint8_t *header = NULL, *bitmap = NULL;
+	char path[PATH_MAX + 64];
+	int fd, ret = 0;
+
+	h.data_offset = mem_layer_data_offset(kind, h.mem_size);
+	memcpy(h.id, s->parsed.id, SNAP_ID_SIZE);
+	snprintf(path, sizeof(path), "%s/memory", tmp);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return vm_error_set(err, errno, "cannot create %s: %s", path, strerror(errno));
+	header = calloc(1, (size_t)h.data_offset);
+	bitmap = calloc(1, (size_t)((h.mem_size / SNAP_PAGE_SIZE + 7) / 8));
+	if (!header || !bitmap)
+		ret = vm_error_set(err, ENOMEM, "out of memory writing a snapshot");
+	if (!ret && ftruncate(fd, (off_t)(h.data_offset + h.mem_size)) < 0)
+		ret = vm_error_set(err, errno, "cannot size %s: %s", path, strerror(errno));
+	if (!ret && base == top)
+		h.pages = 0;	/* nothing changed since the parent: an empty diff */
+	else if (!ret)
+		ret = mem_layer_copy(top, base, fd, h.data_offset, base ? bitmap : NULL, &h.pages, &info->bytes_written,
+				     progress, opaque, err);
+	if (!ret) {
+		mem_layer_header_encode(&h, bitmap, header);
+		ret = -file_pwrite_all(fd, header, (size_t)h.data_offset, 0);
+		if (!ret && fsync(fd) < 0)
+			ret = errno;
+		if (ret)
+			ret = vm_error_set(err, ret, "cannot write %s: %s", path, strerror(ret));
+	}
+	info->pages = h.pages;
+	free(header);
+	free(bitmap);
+	close(fd);
+	return ret;
+}
+
+static int write_state(struct vm_snapshot *s, const char *tmp, struct mem_layer *base, const char *abs_dir,
+		       struct vm_error *err)
+{
+	struct snap_writer w;
+	char path[PATH_MAX + 64], rel[PATH_MAX];
+	int fd, ret, e;
+
+	snap_writer_init(&w);
+	snap_append(&w, s->blob + SNAP_HEADER_SIZE, s->blob_len - SNAP_HEADER_SIZE - SNAP_TRAILER_SIZE);
+	w.nr_sections = s->parsed.nr_sections;
+	if (base) {
+		relative_path(abs_dir, base->dir, rel, sizeof(rel));
+		snap_put(&w, SNAP_PARENT, 0, rel, strlen(rel));
+	}
+	ret = snap_writer_finish(&w, s->parsed.id, base ? base->snap_id : NULL, err);
+	if (ret < 0) {
+		snap_writer_free(&w);
+		return ret;
+	}
+	snprintf(path, sizeof(path), "%s/state", tmp);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	e = fd < 0 ? errno : -file_pwrite_all(fd, w.buf, w.len, 0);
+	if (!e && fsync(fd) < 0)
+		e = errno;
+	if (e)
+		ret = vm_error_set(err, e, "cannot write %s: %s", path, strerror(e));
+	if (fd >= 0)
+		close(fd);
+	snap_writer_free(&w);
+	return ret;
+}
+
+int vm_snapshot_write(struct vm_snapshot *s, const char *dir, vm_progress_fn progress, void *opaque,
+		      struct vm_snapshot_info *info, struct vm_error *err)
+{
+	char abs_dir[PATH_MAX], tmp[PATH_MAX + 32], path[PATH_MAX + 40];
+	struct mem_layer *base = NULL, *top = s->layer;
+	struct stat sb;
+	int ret;
+
+	memset(info, 0, sizeof(*info));
+	ret = absolute_dir(dir, abs_dir, err);
+	if (ret < 0)
+		return ret;
+	if (lstat(abs_dir, &sb) == 0)
+		return vm_error_set(err, EEXIST, "%s already exists; a snapshot is written to a new directory", abs_dir);
+	/* The newest layer of this chain already on disk, if the chain to it is short enough for a diff. */
+	for (struct mem_layer *l = top; l; l = l->parent) {
+		int on_disk;
+
+		pthread_mutex_lock(&l->lock);
+		on_disk = l->dir != NULL && l->disk_depth < MEM_LAYER_MAX_DEPTH;
+		pthread_mutex_unlock(&l->lock);
+		if (on_disk) {
+			base = l;
+			break;
+		}
+	}
+	snprintf(tmp, sizeof(tmp), "%s.partial-%d", abs_dir, (int)getpid());
+	file_remove_partial(tmp, snapshot_files);	/* left over from a crash of this very pid number */
+	if (mkdir(tmp, 0755) < 0)
+		return vm_error_set(err, errno, "cannot create %s: %s", tmp, strerror(errno));
+	ret = write_memory(s, tmp, base, progress, opaque, info, err);
+	if (!ret)
+		ret = write_state(s, tmp, base, abs_dir, err);
+	for (int i = 0; !ret && i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", tmp, i ? "memory" : "state");
+		if (chmod(path, 0444) < 0)
+			ret = vm_error_set(err, errno, "cannot make %s read-only: %s", path, strerror(errno));
+	}
+	if (!ret) {
+		int e = -file_fsync_dir(tmp);
+
+		if (!e && rename(tmp, abs_dir) < 0)
+			e = errno;
+		if (e)
+			ret = vm_error_set(err, e, "cannot publish the snapshot as %s: %s", abs_dir, strerror(e));
+	}
+	if (ret < 0) {
+		file_remove_partial(tmp, snapshot_files);
+		return ret;
+	}
+	file_fsync_parent(abs_dir);
+	snapshot_hex_id(s->parsed.id, info->id);
+	info->full = base == NULL;
+	info->mem_size = s->info.mem_size;
+	info->nr_cpus = (int)s->info.nr_cpus;
+	if (base)
+		snprintf(info->parent_dir, sizeof(info->parent_dir), "%s", base->dir);
+	if (base != top) {
+		int adopt = 0, fd;
+
+		pthread_mutex_lock(&top->lock);
+		if (!top->dir) {
+			top->dir = strdup(abs_dir);
+			memcpy(top->snap_id, s->parsed.id, SNAP_ID_SIZE);
+			top->disk_depth = base ? base->disk_depth + 1 : 1;
+			adopt = 1;
+		}
+		pthread_mutex_unlock(&top->lock);
+		/* The file holds every page of top (and maybe more): read them from there and let the memfd go. */
+		snprintf(path, sizeof(path), "%s/memory", abs_dir);
+		fd = adopt ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+		if (fd >= 0)
+			mem_layer_adopt_file(top, fd, mem_layer_data_offset(base ? MEM_LAYER_DIFF : MEM_LAYER_FULL,
+									    top->mem_size));
+	}
+	return 0;
+}
