@@ -90,14 +90,11 @@ describe('smol image ls output', () => {
     const text = formatImageList('/c/guest/images', [
       {
         image: 'debian:bookworm',
-        name: 'debian-bookworm-0123456789abcdef',
         file: '/c/guest/images/debian-bookworm-0123456789abcdef.ext4',
         hash: '0123456789abcdef',
         size: 4 * 1024 ** 3,
         allocated: 208.3 * 1024 ** 2,
         built: '2026-12-01T13:51:09.000Z',
-        seconds: 73,
-        init: ['true'],
       },
     ]);
     expect(text).toBe(

@@ -17,7 +17,7 @@ export async function tarOf(entries: FixtureEntry[]): Promise<Buffer> {
   const archive = pack();
   const chunks: Buffer[] = [];
   const done = new Promise<void>((resolve, reject) => {
-    archive.on('data', (chunk: Buffer) => chunks.push(chunk));
+    archive.on('data', (chunk: unknown) => chunks.push(chunk as Buffer));
     archive.on('end', () => resolve());
     archive.on('error', reject);
   });
