@@ -12,11 +12,14 @@ from ._types import (
     ForkResult,
     GcResult,
     Health,
+    Image,
     Listener,
     Logs,
     MemoryStats,
     MetricsHistory,
+    PulledImage,
     Ref,
+    RemovedImages,
     RestoreResult,
     Screen,
     SmolfileExample,
@@ -166,6 +169,23 @@ def gc() -> Call[GcResult]:
 
 def smolfiles() -> Call[List[SmolfileExample]]:
     return _call("GET", "/smolfiles", lambda j: [SmolfileExample(**e) for e in j["examples"]])
+
+
+def images() -> Call[List[Image]]:
+    return _call("GET", "/images", lambda j: [Image.from_json(i) for i in j["images"]])
+
+
+def pull_image(reference: str, force: bool) -> Call[PulledImage]:
+    body = {"reference": reference, **({"force": True} if force else {})}
+    return _call("POST", "/images", PulledImage.from_json, body)
+
+
+def remove_image(reference: str) -> Call[RemovedImages]:
+    return _call("DELETE", f"/images?reference={quote(reference)}", RemovedImages.from_json)
+
+
+def prune_images() -> Call[RemovedImages]:
+    return _call("POST", "/images/prune", RemovedImages.from_json)
 
 
 def listen(host: str, port: int) -> Call[Listener]:

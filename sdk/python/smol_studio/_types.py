@@ -302,6 +302,84 @@ class Listener:
 
 
 @dataclass(frozen=True)
+class Image:
+    """A root disk image in the engine's guest cache (docs/images.md): a Debian image or a pulled OCI image."""
+
+    image: str
+    references: List[str]
+    name: str
+    file: str
+    digest: Optional[str]
+    hash: Optional[str]
+    size: int
+    allocated: int
+    built: str
+    seconds: Optional[float]
+
+    @classmethod
+    def from_json(cls, j: Json) -> "Image":
+        return cls(
+            image=j["image"],
+            references=list(j.get("references", [])),
+            name=j["name"],
+            file=j["file"],
+            digest=j.get("digest"),
+            hash=j.get("hash"),
+            size=j["size"],
+            allocated=j["allocated"],
+            built=j["built"],
+            seconds=j.get("seconds"),
+        )
+
+
+@dataclass(frozen=True)
+class PulledImage:
+    reference: str
+    name: str
+    file: str
+    digest: str
+    #: True when the cache had it and nothing was converted.
+    cached: bool
+    size: int
+    allocated: int
+    seconds: Optional[float]
+
+    @classmethod
+    def from_json(cls, j: Json) -> "PulledImage":
+        return cls(
+            reference=j["reference"],
+            name=j["name"],
+            file=j["file"],
+            digest=j["digest"],
+            cached=j["cached"],
+            size=j["size"],
+            allocated=j["allocated"],
+            seconds=j.get("seconds"),
+        )
+
+
+@dataclass(frozen=True)
+class RemovedImage:
+    name: str
+    file: str
+    bytes: int
+
+
+@dataclass(frozen=True)
+class RemovedImages:
+    removed: List[RemovedImage]
+    #: rm: snapshots still sit on the image (the engine's copy stays until prune finds it unused).
+    in_use: bool = False
+
+    @classmethod
+    def from_json(cls, j: Json) -> "RemovedImages":
+        return cls(
+            removed=[RemovedImage(name=r["name"], file=r["file"], bytes=r["bytes"]) for r in j["removed"]],
+            in_use=bool(j.get("inUse", False)),
+        )
+
+
+@dataclass(frozen=True)
 class ExecResult:
     """How a command in the guest ended, with what it wrote (empty when ``on_stdout``/``on_stderr`` took it)."""
 

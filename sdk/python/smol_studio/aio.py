@@ -63,11 +63,14 @@ from ._types import (
     ForkResult,
     GcResult,
     Health,
+    Image,
     Listener,
     Logs,
     MemoryStats,
     MetricsHistory,
+    PulledImage,
     Ref,
+    RemovedImages,
     RestoreResult,
     Screen,
     SmolfileExample,
@@ -474,6 +477,20 @@ class AsyncSmol:
 
     async def gc(self) -> GcResult:
         return await self._call(calls.gc())
+
+    # -- images --
+
+    async def images(self) -> List[Image]:
+        return await self._call(calls.images())
+
+    async def pull_image(self, reference: str, force: bool = False) -> PulledImage:
+        return await self._call(calls.pull_image(reference, force))
+
+    async def remove_image(self, reference: str) -> RemovedImages:
+        return await self._call(calls.remove_image(reference))
+
+    async def prune_images(self) -> RemovedImages:
+        return await self._call(calls.prune_images())
 
     async def listen(self, host: str = "127.0.0.1", port: int = 0) -> Listener:
         return await self._call(calls.listen(host, port))

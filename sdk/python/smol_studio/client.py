@@ -61,11 +61,14 @@ from ._types import (
     ForkResult,
     GcResult,
     Health,
+    Image,
     Listener,
     Logs,
     MemoryStats,
     MetricsHistory,
+    PulledImage,
     Ref,
+    RemovedImages,
     RestoreResult,
     Screen,
     SmolfileExample,
@@ -485,6 +488,25 @@ class Smol:
 
     def gc(self) -> GcResult:
         return self._call(calls.gc())
+
+    # -- images (docs/images.md) --
+
+    def images(self) -> List[Image]:
+        """The root disk images in the engine's guest cache (``smol image ls``)."""
+        return self._call(calls.images())
+
+    def pull_image(self, reference: str, force: bool = False) -> PulledImage:
+        """Pulls an OCI image (``python:3.12-slim``, ``oci:DIR[:TAG]``, ...) and makes it a root disk
+        (``smol image pull``); ``force`` converts it again even when the cache has it."""
+        return self._call(calls.pull_image(reference, force))
+
+    def remove_image(self, reference: str) -> RemovedImages:
+        """Forgets a pulled reference (``smol image rm``)."""
+        return self._call(calls.remove_image(reference))
+
+    def prune_images(self) -> RemovedImages:
+        """Removes every image no snapshot or VM sits on (``smol image prune``)."""
+        return self._call(calls.prune_images())
 
     def listen(self, host: str = "127.0.0.1", port: int = 0) -> Listener:
         """Opens a TCP listener with a new token (``smol serve``); ``connect(url=listener.url)`` reaches it."""

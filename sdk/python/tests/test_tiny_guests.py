@@ -296,3 +296,18 @@ def test_a_tcp_listener_with_its_token(smol: smol_studio.Smol, echo_file: str) -
         assert refused.value.code == 401
     finally:
         smol.unlisten(listener.port)
+
+
+def test_images_are_listed_and_an_unknown_one_is_a_404(smol: smol_studio.Smol) -> None:
+    # Read-only: the guest cache is shared with the rest of the machine (pulling and pruning would change it).
+    images = smol.images()
+    assert all(isinstance(i, smol_studio.Image) and i.name and i.file for i in images)
+    with pytest.raises(smol_studio.NotFound) as missing:
+        smol.remove_image("no-such-image:v0")
+    assert missing.value.code == 404 and "no-such-image:v0" in missing.value.message
+
+    async def listed() -> int:
+        async with smol_studio.connect_async(smol.home, start=False) as asmol:
+            return len(await asmol.images())
+
+    assert asyncio.run(listed()) == len(images)
