@@ -16,8 +16,10 @@ $(OUT)/tests/run: $(VMM)/net_policy.c $(VMM)/net_slirp.c $(VMM)/virtio_net.c tes
 
 fuzz: $(OUT)/fuzz/fuzz_net_policy $(OUT)/fuzz/net_policy_seeds
 
-# virtio-net's state decoder in the snapshot fuzzer and its seeds (docs/devices.md, step 4).
+# virtio-net's queues in the virtqueue fuzzer, its state decoder in the snapshot fuzzer and its seeds (docs/devices.md, step 4).
 SNAP_SRCS += $(VMM)/virtio_net.c
+VIRTQ_SRCS += $(VMM)/virtio_net.c
+$(OUT)/fuzz/fuzz_virtq: $(VMM)/virtio_net.c
 $(OUT)/fuzz/fuzz_snapshot $(OUT)/fuzz/snapshot_seeds: $(VMM)/virtio_net.c
 
 $(OUT)/fuzz/fuzz_net_policy: fuzz/fuzz_net_policy.c fuzz/net_policy_input.h $(NET_POLICY_SRCS) $(VMM)/net_policy.h

@@ -1,6 +1,7 @@
 /*
  * libFuzzer target for virtqueue handling (docs/vmm.md, "Virtio"): the input is what a hostile guest controls. It
- * picks the device (virtio-blk over a writable disk layer, virtio-rng, or either queue of virtio-console over a small
+ * picks the device (virtio-blk over a writable disk layer, virtio-rng, either queue of virtio-net over a backend fed
+ * from the input, or either queue of virtio-console over a small
  * console with input waiting), the queue's size and ring addresses,
  * where the device's indices start (as after a restore, so wrap-around is reached), register writes, and the first
  * 256 KiB of guest RAM: descriptor tables, rings, request headers. Then the queue is notified a few times. Guest
@@ -9,6 +10,7 @@
  * offered, and a device that gave up says so (DEVICE_NEEDS_RESET) and then stays quiet.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "guest_mem.h"
 #include "le_codec.h"
 #include "virtio.h"
+#include "virtio_net.h"
 
 #define RAM (1ULL << 20)
 #define IMAGE_MAX (256u << 10)
@@ -40,6 +43,38 @@ static struct guest_mem mem;
 static struct virtio_blk blk;
 static struct console con;
 static struct virtio_console vcon;
+static struct virtio_net vnet;
+
+/* virtio-net's other end: takes frames unless the input says it is full, and offers frames cut from the input. */
+static const uint8_t *net_input;
+static size_t net_input_len, net_input_at;
+static int net_full;
+
+static int fuzz_net_send(void *opaque, const void *frame, size_t len)
+{
+	(void)opaque;
+	CHECK(len >= 14 && len <= VIRTIO_NET_FRAME_MAX);
+	(void)((const volatile uint8_t *)frame)[len - 1];
+	return net_full ? -EAGAIN : 0;
+}
+
+static ssize_t fuzz_net_recv(void *opaque, void *buf, size_t size)
+{
+	size_t n;
+
+	(void)opaque;
+	if (net_input_at + 2 > net_input_len)
+		return -EAGAIN;
+	n = (net_input[net_input_at] | (size_t)net_input[net_input_at + 1] << 8) % (size + 1);
+	net_input_at += 2;
+	if (n > net_input_len - net_input_at)
+		n = net_input_len - net_input_at;
+	memcpy(buf, net_input + net_input_at, n);
+	net_input_at += n;
+	return (ssize_t)n;
+}
+
+static const struct virtio_net_backend fuzz_net_backend = { fuzz_net_send, fuzz_net_recv, NULL };
 static int irqs;
 
 static void count_irq(void *opaque)
@@ -140,6 +175,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			;
 		console_in_write(&con, data, size < 300 ? size : 300);
 	}
+	if ((data[0] & 7) == 3) {	/* virtio-net: its receive queue (0) or its transmit queue (1) */
+		ops = &virtio_net_ops;
+		dev = &vnet;
+		qi = (data[0] >> 3) & 1;
+		vnet.backend = &fuzz_net_backend;
+		net_full = (data[0] >> 4) & 1;
+		net_input = data;
+		net_input_len = size < 4096 ? size : 4096;
+		net_input_at = 0;
+	}
 	n_ops = data[11] % 9;
 	if (size < HEAD + n_ops * OP_LEN)
 		return 0;
@@ -177,7 +222,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int needed_reset = !!(t.status & VIRTIO_STATUS_NEEDS_RESET);
 
 		broken_before = t.q[qi].broken;
-		w32(&t, VIRTIO_MMIO_QUEUE_NOTIFY, ops == &virtio_console_ops ? qi : data[10] >> 7u);
+		w32(&t, VIRTIO_MMIO_QUEUE_NOTIFY,
+		    ops == &virtio_console_ops || ops == &virtio_net_ops ? qi : data[10] >> 7u);
 		/*
 		 * Each chain taken is answered once, except the one that broke the queue; a queue that broke takes
 		 * nothing more.
