@@ -4,7 +4,7 @@ becomes a typed result. Both clients run these through their transport; neither 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterable, List, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, TypeVar, Union
 
 from ._protocol import API_PREFIX, HttpRequest, HttpResponse, quote
 from ._types import (
@@ -60,6 +60,10 @@ def _drop_none(**fields: Any) -> dict:
 
 def health() -> Call[Health]:
     return _call("GET", "/health", Health.from_json)
+
+
+def openapi() -> Call[Dict[str, Any]]:
+    return _call("GET", "/openapi.json", lambda j: dict(j))
 
 
 def up(smolfile: str, name: Optional[str]) -> Call[Up]:

@@ -472,6 +472,9 @@ class AsyncSmol:
     async def health(self) -> Health:
         return await self._call(calls.health())
 
+    async def openapi(self) -> Dict[str, Any]:
+        return await self._call(calls.openapi())
+
     async def smolfiles(self) -> List[SmolfileExample]:
         return await self._call(calls.smolfiles())
 

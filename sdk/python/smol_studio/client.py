@@ -482,6 +482,10 @@ class Smol:
     def health(self) -> Health:
         return self._call(calls.health())
 
+    def openapi(self) -> Dict[str, Any]:
+        """The engine's OpenAPI document (generated from its schema module)."""
+        return self._call(calls.openapi())
+
     def smolfiles(self) -> List[SmolfileExample]:
         """The example Smolfiles that come with the engine, with absolute paths."""
         return self._call(calls.smolfiles())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+import warnings
 from typing import List
 
 import pytest
@@ -38,6 +39,20 @@ def first_live_count(smol: smol_studio.Smol, vm: smol_studio.Ref, timeout: float
 def test_connect_starts_the_engine_once_and_a_second_client_shares_it(home: EngineHome, smol: smol_studio.Smol) -> None:
     health = smol.health()
     assert health.home == home.dir
+    # Every operation the Python SDK calls is one the engine documents (a renamed or removed one fails here); ones the
+    # engine has and the SDK does not yet are named in a warning (the SDK grows with the API).
+    operations = {op["operationId"] for path in smol.openapi()["paths"].values() for op in path.values()}
+    called = {
+        "health", "openapi", "listEpisodes", "createEpisode", "listSmolfileExamples", "listImages", "pullImage",
+        "removeImage", "pruneImages", "getEpisode", "deleteEpisode", "listSnapshots", "listVms", "getVm", "removeVm",
+        "checkpoint", "forkVm", "restore", "stopVm", "startVm", "pauseVm", "resumeVm", "resetVm", "memoryStats",
+        "metrics", "logs", "screen", "recording", "writeConsole", "getSnapshot", "updateSnapshot",
+        "deleteSnapshot", "forkSnapshot", "gc", "listen", "unlisten", "shutdown", "console", "events", "execStream",
+    }
+    assert called - operations == set(), "calls of the Python SDK the engine does not document"
+    missing = operations - called - {"exec"}  # the exec POST: the SDK streams instead
+    if missing:
+        warnings.warn(f"engine operations without a Python SDK call yet: {', '.join(sorted(missing))}")
     again = smol_studio.connect(home.dir, start=False)
     assert again.health().pid == health.pid
     again.close()
