@@ -2,7 +2,7 @@
 // where it applies (a VM is selected, a snapshot is selected, …).
 import type { App } from './app-context.js';
 import type { AppState } from './store/app-store.js';
-import { closeEpisode, openDialog, openEpisode, selectedVmId } from './store/selection.js';
+import { closeEpisode, deleteTicked, openDialog, openEpisode, selectedVmId } from './store/selection.js';
 
 export interface Command {
   id: string;
@@ -54,7 +54,7 @@ export function commands(app: App, state: AppState): Command[] {
     list.push({
       id: 'reset',
       title: `Reset ${vm.name} to a clean machine`,
-      run: () => void operations.lifecycle(vm.id, 'reset'),
+      run: () => void operations.reset(vm.id),
     });
     list.push({ id: 'remove-vm', title: `Remove VM ${vm.name}`, run: () => operations.removeVm(vm.id) });
     if (snapshot) {
@@ -101,7 +101,7 @@ export function commands(app: App, state: AppState): Command[] {
     list.push({
       id: 'bulk-delete',
       title: `Delete ${state.ticked.length} selected episodes`,
-      run: () => void operations.bulk('delete', state.ticked),
+      run: () => deleteTicked(app, state.ticked),
     });
   }
   for (const id of state.engine.episodeIds) {

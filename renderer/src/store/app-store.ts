@@ -48,7 +48,9 @@ export type Dialog =
   | { kind: 'new-episode' }
   | { kind: 'checkpoint'; vmId: string }
   | { kind: 'fork'; vmId: string | null; snapshotId: string | null }
-  | { kind: 'restore'; vmId: string; snapshotId: string };
+  | { kind: 'restore'; vmId: string; snapshotId: string }
+  /** Deleting more episodes than BULK_CONFIRM at once asks first. */
+  | { kind: 'confirm-delete'; episodeIds: string[] };
 
 export type AppStore = StoreApi<AppState>;
 

@@ -43,12 +43,12 @@ export class Operations {
     return created;
   }
 
-  async checkpoint(vmId: string, name?: string, note?: string): Promise<Snapshot | undefined> {
+  async checkpoint(vmId: string, name?: string, note?: string, announce = true): Promise<Snapshot | undefined> {
     const body = { ...(name ? { name } : {}), ...(note ? { note } : {}) };
     const snapshot = await this.run(`vm:${vmId}`, 'Checkpointing…', () =>
       call(this.transport, 'checkpoint', { params: { vm: vmId }, body }),
     );
-    if (snapshot) toast(this.store, 'info', `Checkpoint ${snapshot.name} saved`);
+    if (snapshot && announce) toast(this.store, 'info', `Checkpoint ${snapshot.name} saved`);
     return snapshot;
   }
 
@@ -76,6 +76,27 @@ export class Operations {
     return restored;
   }
 
+  /**
+   * Resets the VM to a clean machine, keeping where it was first: a live VM is checkpointed (a restore point), and the
+   * toast's Undo restores it there. A VM that is not running keeps its last snapshot as the way back.
+   */
+  async reset(vmId: string): Promise<Vm | undefined> {
+    const vm = this.store.getState().engine.vms[vmId];
+    if (!vm) return undefined;
+    const live = vm.state === 'running' || vm.state === 'paused';
+    const kept = live ? await this.checkpoint(vmId, undefined, `kept before ${vm.name} was reset`, false) : undefined;
+    if (live && !kept) return undefined; // the checkpoint failed, and said so: nothing was reset
+    const back = kept?.id ?? vm.snapshot;
+    const reset = await this.lifecycle(vmId, 'reset');
+    if (!reset) return undefined;
+    const name = back ? (kept?.name ?? this.store.getState().engine.snapshots[back]?.name ?? back) : null;
+    toast(this.store, 'info', `${vm.name} reset${name ? ` (where it was is kept as ${name})` : ''}`, {
+      expires: Date.now() + UNDO_MS * 2,
+      ...(back ? { action: { label: 'Undo', run: () => void this.restore(vmId, back) } } : {}),
+    });
+    return reset;
+  }
+
   lifecycle(vmId: string, verb: Lifecycle): Promise<Vm | undefined> {
     const label = {
       stop: 'Stopping…',
@@ -94,18 +115,30 @@ export class Operations {
   }
 
   deleteEpisode(id: string): void {
-    const episode = this.store.getState().engine.episodes[id];
-    const running = episode?.vmIds.filter((vm) => this.store.getState().engine.vms[vm]?.state === 'running').length;
-    const what = `Episode ${episode?.name ?? id} deleted${running ? ` (its ${running} running VMs are killed)` : ''}`;
-    this.#deleteLater(id, what, () =>
+    this.deleteEpisodes([id]);
+  }
+
+  /** Deletes episodes after one Undo toast for them all (their running VMs are killed). */
+  deleteEpisodes(ids: readonly string[]): void {
+    const { engine } = this.store.getState();
+    const running = ids
+      .flatMap((id) => engine.episodes[id]?.vmIds ?? [])
+      .filter((vm) => engine.vms[vm]?.state === 'running').length;
+    const vms = `${running} running VM${running === 1 ? ' is' : 's are'} killed`;
+    const what =
+      ids.length === 1
+        ? `Episode ${engine.episodes[ids[0]!]?.name ?? ids[0]} deleted${running ? ` (its ${vms})` : ''}`
+        : `${ids.length} episodes deleted${running ? ` (their ${vms})` : ''}`;
+    this.#deleteLater(ids, what, (id) =>
       call(this.transport, 'deleteEpisode', { params: { episode: id }, query: { force: 'true' } }),
     );
-    if (this.store.getState().episodeId === id) this.store.setState({ episodeId: null, snapshotId: null });
+    const open = this.store.getState().episodeId;
+    if (open && ids.includes(open)) this.store.setState({ episodeId: null, snapshotId: null });
   }
 
   deleteSnapshot(id: string): void {
     const name = this.store.getState().engine.snapshots[id]?.name ?? id;
-    this.#deleteLater(id, `Snapshot ${name} deleted`, () =>
+    this.#deleteLater([id], `Snapshot ${name} deleted`, () =>
       call(this.transport, 'deleteSnapshot', { params: { snapshot: id } }),
     );
   }
@@ -118,45 +151,46 @@ export class Operations {
       const shown = shownVmIds(state);
       this.store.setState({ vmId: successorOf(shown, id, (other) => other !== id) });
     }
-    this.#deleteLater(id, `VM ${name} removed`, () =>
+    this.#deleteLater([id], `VM ${name} removed`, () =>
       call(this.transport, 'removeVm', { params: { vm: id }, query: { force: 'true' } }),
     );
   }
 
   /**
-   * Hides the thing at once and shows an Undo toast; the DELETE goes out only when the toast expires. If the page
+   * Hides the things at once and shows one Undo toast for them; the DELETEs go out only when it expires. If the page
    * closes first, nothing is deleted.
    */
-  #deleteLater(id: string, text: string, send: () => Promise<unknown>): void {
-    if (this.#timers.has(id)) return;
-    this.store.setState((s) => ({ pendingDeletes: [...s.pendingDeletes, id] }));
-    const unhide = () => this.store.setState((s) => ({ pendingDeletes: s.pendingDeletes.filter((p) => p !== id) }));
+  #deleteLater(all: readonly string[], text: string, send: (id: string) => Promise<unknown>): void {
+    const ids = all.filter((id) => !this.#timers.has(id));
+    if (ids.length === 0) return;
+    this.store.setState((s) => ({ pendingDeletes: [...s.pendingDeletes, ...ids] }));
+    const unhide = (gone: readonly string[]) =>
+      this.store.setState((s) => ({ pendingDeletes: s.pendingDeletes.filter((p) => !gone.includes(p)) }));
     const toastId = toast(this.store, 'info', text, {
       expires: Date.now() + UNDO_MS,
       action: {
         label: 'Undo',
         run: () => {
-          clearTimeout(this.#timers.get(id));
-          this.#timers.delete(id);
-          unhide();
+          clearTimeout(this.#timers.get(ids[0]!));
+          for (const id of ids) this.#timers.delete(id);
+          unhide(ids);
         },
       },
     });
-    this.#timers.set(
-      id,
-      setTimeout(() => {
-        this.#timers.delete(id);
-        dismissToast(this.store, toastId);
-        void this.run(`delete:${id}`, 'Deleting…', send).then(unhide);
-      }, UNDO_MS),
-    );
+    // One timer for the batch, known under each of its ids.
+    const timer = setTimeout(() => {
+      for (const id of ids) this.#timers.delete(id);
+      dismissToast(this.store, toastId);
+      for (const id of ids) void this.run(`delete:${id}`, 'Deleting…', () => send(id)).then(() => unhide([id]));
+    }, UNDO_MS);
+    for (const id of ids) this.#timers.set(id, timer);
   }
 
   /** Bulk actions on ticked episodes: each running VM checkpoints or stops; delete deletes the episodes. */
   async bulk(action: 'checkpoint' | 'stop' | 'delete', episodeIds: readonly string[]): Promise<void> {
     const { engine } = this.store.getState();
     if (action === 'delete') {
-      for (const id of episodeIds) this.deleteEpisode(id);
+      this.deleteEpisodes(episodeIds);
       this.store.setState({ ticked: [] });
       return;
     }

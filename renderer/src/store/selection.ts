@@ -2,6 +2,7 @@
 // setState). One VM is selected in an open episode: the toolbar, the palette and the shortcuts act on the VM
 // `selectedVmId` names, which is always one that exists (the chosen one, else the nearest one still there).
 import type { AppState, AppStore, Dialog } from './app-store.js';
+import type { Operations } from './operations.js';
 
 const LIVE = new Set(['running', 'paused', 'creating']);
 
@@ -75,4 +76,13 @@ export function setTicked(store: AppStore, ids: string[]): void {
 
 export function setHideAutomatic(store: AppStore, hide: boolean): void {
   store.setState({ hideAutomatic: hide });
+}
+
+/** Deleting more episodes than this at once asks first; fewer go at once, with one Undo toast for them all. */
+export const BULK_CONFIRM = 3;
+
+/** "Delete selected": at once (one Undo for the batch), or after a confirmation when there are many. */
+export function deleteTicked(app: { store: AppStore; operations: Operations }, ids: readonly string[]): void {
+  if (ids.length > BULK_CONFIRM) openDialog(app.store, { kind: 'confirm-delete', episodeIds: [...ids] });
+  else void app.operations.bulk('delete', ids);
 }

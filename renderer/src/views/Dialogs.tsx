@@ -285,6 +285,42 @@ function Restore({ vmId: chosen, snapshotId }: { vmId: string; snapshotId: strin
   );
 }
 
+function ConfirmDelete({ episodeIds }: { episodeIds: string[] }) {
+  const { operations } = useApp();
+  const close = useClose();
+  const names = useAppState(useShallow((s) => episodeIds.map((id) => s.engine.episodes[id]?.name ?? id)));
+  const running = useAppState(
+    (s) =>
+      episodeIds
+        .flatMap((id) => s.engine.episodes[id]?.vmIds ?? [])
+        .filter((vm) => s.engine.vms[vm]?.state === 'running').length,
+  );
+  return (
+    <Modal title={`Delete ${episodeIds.length} episodes?`} onClose={close}>
+      <p>
+        {names.slice(0, 8).join(', ')}
+        {names.length > 8 ? ` and ${names.length - 8} more` : ''}: their snapshots and recordings go
+        {running ? `, and their ${running} running VMs are killed` : ''}. You can still undo it for a few seconds.
+      </p>
+      <div className="row end">
+        <button type="button" onClick={close}>
+          Cancel
+        </button>
+        <button
+          type="button"
+          className="danger"
+          onClick={() => {
+            close();
+            void operations.bulk('delete', episodeIds);
+          }}
+        >
+          Delete {episodeIds.length} episodes
+        </button>
+      </div>
+    </Modal>
+  );
+}
+
 export function Dialogs() {
   const dialog = useAppState((s) => s.dialog);
   return dialog ? <DialogFor dialog={dialog} /> : null;
@@ -300,5 +336,7 @@ function DialogFor({ dialog }: { dialog: Dialog }) {
       return <Fork vmId={dialog.vmId} snapshotId={dialog.snapshotId} />;
     case 'restore':
       return <Restore vmId={dialog.vmId} snapshotId={dialog.snapshotId} />;
+    case 'confirm-delete':
+      return <ConfirmDelete episodeIds={dialog.episodeIds} />;
   }
 }

@@ -6,7 +6,7 @@ import { useShallow } from 'zustand/react/shallow';
 import { useApp, useAppState } from '../app-context.js';
 import { useNow } from '../clock.js';
 import { formatBytes, formatDuration, formatTime } from '../format.js';
-import { openDialog, openEpisode, setSearch, setTicked, toggleTicked } from '../store/selection.js';
+import { deleteTicked, openDialog, openEpisode, setSearch, setTicked, toggleTicked } from '../store/selection.js';
 import { Sparklines } from './Sparkline.js';
 import { StateBadge } from './StateBadge.js';
 
@@ -152,7 +152,7 @@ export function EpisodeList() {
         <button
           className="danger"
           disabled={ticked.length === 0}
-          onClick={() => void operations.bulk('delete', ticked)}
+          onClick={() => deleteTicked({ store, operations }, ticked)}
         >
           Delete selected
         </button>

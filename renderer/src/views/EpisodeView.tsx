@@ -56,7 +56,11 @@ function VmActions({ vmId }: { vmId: string }) {
           Stop
         </button>
       )}
-      <button disabled={!can.reset || !!busy} onClick={() => void operations.lifecycle(vmId, 'reset')}>
+      <button
+        disabled={!can.reset || !!busy}
+        onClick={() => void operations.reset(vmId)}
+        title="Boots a clean machine; where it was is kept as a checkpoint, with Undo"
+      >
         Reset
       </button>
       <button className="danger" disabled={!!busy} onClick={() => operations.removeVm(vmId)}>
