@@ -23,6 +23,7 @@ import type { ImageRunConfig } from '../guest-build/oci-source.js';
 import type { Smolfile } from '../smolfile/smolfile.js';
 import type { VmOptions } from '../vmm/vm.js';
 import { ApiFailure } from '../api/engine-api.js';
+import { SNAPSHOT_FORMAT } from '../vmm/snapshot-format.js';
 
 export interface BootPlan {
   options: VmOptions;
@@ -86,6 +87,7 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
     .update(
       JSON.stringify({
         format: 3, // 2: the VM has a vsock device for the agent; 3: it boots from its root disk, with virtio-rng
+        snapshot: SNAPSHOT_FORMAT, // a base of another snapshot format cannot be restored: bake a new one
         kernel: fileStamp(kernel),
         rootfs: path.basename(rootDisk), // named by its content's hash
         cmdline,
