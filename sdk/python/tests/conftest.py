@@ -108,7 +108,9 @@ def home() -> Iterator[EngineHome]:
 @pytest.fixture(scope="session")
 def smol(home: EngineHome) -> Iterator[smol_studio.Smol]:
     try:
-        client = smol_studio.connect(home.dir)
+        # A generous wait: inside the KVM lab Node itself runs emulated (node -e 0 took 11 s on a busy host, and the
+        # engine's socket came 32 s after it started), well past connect()'s default 60 s for a starting engine.
+        client = smol_studio.connect(home.dir, timeout=300)
     except smol_studio.EngineUnavailable as error:
         raise RuntimeError(f"{error}\nengine.log ends:\n{home.log_tail()}") from None
     yield client
