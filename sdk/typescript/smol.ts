@@ -17,6 +17,7 @@ import type {
   Snapshot,
   Vm,
 } from '../../src/api/schema.js';
+import { copyIn, copyOut, type CopyResult } from './copy.js';
 import { connectEngine, type ConnectOptions } from './engine-connection.js';
 
 export type { ConnectOptions } from './engine-connection.js';
@@ -169,6 +170,19 @@ export class Smol {
     const chunks: Buffer[] = [];
     for await (const chunk of await this.api.openFile(vmRef, path)) chunks.push(chunk as Buffer);
     return Buffer.concat(chunks);
+  }
+
+  /**
+   * Copies a host file or directory into the VM's guest, as `docker cp` does (into an existing directory as
+   * `<dir>/<basename>`, else as `guestPath`): owners, modes, times and links kept, streamed through the agent.
+   */
+  copyIn(vmRef: string, hostPath: string, guestPath: string): Promise<CopyResult> {
+    return copyIn(this, vmRef, hostPath, guestPath);
+  }
+
+  /** Copies a guest file or directory out to the host, as `docker cp` does; owners kept when running as root. */
+  copyOut(vmRef: string, guestPath: string, hostPath: string): Promise<CopyResult> {
+    return copyOut(this, vmRef, guestPath, hostPath);
   }
 
   /** Writes a file in the VM's guest (its directories made); the old file stays until all of it arrived. */

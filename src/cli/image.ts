@@ -119,6 +119,9 @@ export function nothingToBuild(smolfile: Smolfile): string | null {
   if (smolfile.image.kind === 'builtin') {
     return 'image = "builtin": the builtin image is built by smol guest build (docs/guest.md)\n';
   }
+  if (smolfile.image.kind === 'oci') {
+    return `image = "${smolfile.image.reference}" is an OCI image: smol image pull ${smolfile.image.reference} makes it\n`;
+  }
   return null;
 }
 

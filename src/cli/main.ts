@@ -78,6 +78,10 @@ const COMMANDS: Record<string, { summary: string; run: () => Promise<Run> }> = {
     summary: 'run a command in a fresh episode from a Smolfile, then delete it',
     run: async () => (await import('./exec-commands.js')).runRun,
   },
+  cp: {
+    summary: "copy files and directories into or out of a VM's guest (VM:/path, as docker cp)",
+    run: async () => (await import('./cp.js')).runCp,
+  },
   rm: { summary: 'remove VMs or episodes', run: async () => (await import('./episode-commands.js')).runRm },
   serve: {
     summary: 'open the engine API on a TCP port with a token (prints the URL)',

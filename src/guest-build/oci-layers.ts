@@ -80,10 +80,19 @@ export class LayerTree {
   private made = new Set<string>();
   private xattrs: string[] = [];
   readonly stats: ApplyStats = { entries: 0, bytes: 0, skipped: 0 };
+  /** Maps entry names (and hard links' targets), component by component, while a tar is applied. */
+  private rename: ((parts: string[]) => string[]) | null = null;
 
-  constructor(root: string, options: { owners?: boolean } = {}) {
+  private readonly whiteouts: boolean;
+
+  /**
+   * `owners`: give entries their uid and gid (default: when running as root). `whiteouts: false` takes `.wh.` names
+   * as the files they are (a plain tar, such as `smol cp` extracts), not as an image layer's deletions.
+   */
+  constructor(root: string, options: { owners?: boolean; whiteouts?: boolean } = {}) {
     this.root = path.resolve(root);
     this.owners = options.owners ?? process.getuid?.() === 0;
+    this.whiteouts = options.whiteouts ?? true;
   }
 
   private abs(real: string): string {
@@ -94,7 +103,8 @@ export class LayerTree {
    * Applies one layer (an uncompressed tar stream). `layer` names it in errors (its digest). A truncated or damaged
    * tar fails naming the layer and the last entry read.
    */
-  async apply(tar: Readable, layer: string): Promise<void> {
+  async apply(tar: Readable, layer: string, rename?: (parts: string[]) => string[]): Promise<void> {
+    this.rename = rename ?? null;
     this.made = new Set();
     this.xattrs = [];
     const reader = extract();
@@ -127,9 +137,9 @@ export class LayerTree {
   private async entry(header: Header, data: EntryData, layer: string): Promise<void> {
     const name = header.name;
     this.stats.entries++;
-    const parts = entryComponents(name, layer);
+    const parts = this.components(name, layer);
     const base = parts.at(-1);
-    if (base !== undefined && base.startsWith(WHITEOUT)) {
+    if (this.whiteouts && base !== undefined && base.startsWith(WHITEOUT)) {
       data.resume();
       const parent = this.resolveDir(parts.slice(0, -1), layer, name, false);
       if (parent === null) return; // nothing below to hide
@@ -183,7 +193,7 @@ export class LayerTree {
             `a hard link to ${JSON.stringify(linkname)}, a name with a \`..\` component`,
           );
         }
-        const from = entryComponents(linkname, layer);
+        const from = this.components(linkname, layer);
         const fromParent = this.resolveDir(from.slice(0, -1), layer, name, false);
         const fromReal =
           fromParent === null || from.length === 0 ? null : join([fromParent, from.at(-1)!].filter(Boolean));
@@ -201,6 +211,11 @@ export class LayerTree {
         this.made.delete(real);
         this.stats.skipped++;
     }
+  }
+
+  private components(name: string, layer: string): string[] {
+    const parts = entryComponents(name, layer);
+    return this.rename ? this.rename(parts) : parts;
   }
 
   private async writeFile(target: string, data: EntryData): Promise<void> {
