@@ -6,6 +6,7 @@ import './styles.css';
 import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { App } from './App.js';
+import { installRouting } from './route.js';
 import { AppContext } from './app-context.js';
 import { connectStore, createAppStore } from './store/app-store.js';
 import { MetricsStore } from './store/metrics.js';
@@ -25,6 +26,7 @@ const store = createAppStore();
 const operations = new Operations(store, transport);
 const metrics = new MetricsStore(transport);
 connectStore(store, transport, requestAnimationFrame, metrics);
+installRouting(store, window);
 if (bridge) installDesktop({ store, operations, transport, metrics }, bridge);
 
 createRoot(document.getElementById('root')!).render(
