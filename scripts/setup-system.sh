@@ -8,6 +8,7 @@
 #   tests: util-linux (unshare) for the no-/dev/kvm test; chromium for the UI tests (Playwright drives it: e2e/)
 #   python: pytest, wsproto (the Python SDK's one dependency; it brings h11) and venv (its offline pip install test):
 #          sdk/python/tests, run with /usr/bin/python3
+#   machines: zstd, which compresses .smolmachine chunks (docs/smolmachine.md; Node 20's zlib has no zstd)
 #   images: e2fsprogs (mke2fs -d, debugfs) and attr (setfattr: layers' xattrs) to make OCI images into root disks;
 #          docker-registry and skopeo for the OCI tests' and `smol bench image`'s registry on loopback (docs/images.md)
 # The guest kernel build (smol guest build) installs its own packages when it runs.
@@ -15,7 +16,7 @@ set -euo pipefail
 
 packages=(build-essential python3 libslirp-dev libglib2.0-dev pkg-config clang libclang-rt-14-dev qemu-system-x86 busybox-static cpio xz-utils util-linux chromium
   python3-pytest python3-wsproto python3-h11 python3-venv
-  e2fsprogs attr docker-registry skopeo)
+  e2fsprogs attr docker-registry skopeo zstd)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -17,6 +17,7 @@ import type {
   Snapshot,
   Vm,
 } from '../../src/api/schema.js';
+import type { PackMachineResponse } from '../../src/api/machine-schema.js';
 import { copyIn, copyOut, type CopyResult } from './copy.js';
 import { connectEngine, type ConnectOptions } from './engine-connection.js';
 
@@ -43,6 +44,19 @@ export class Smol {
   /** A new episode from a Smolfile; its first VM is running when this resolves. */
   up(smolfile: string, options: { name?: string } = {}): Promise<CreateEpisodeResponse> {
     return this.api.call('createEpisode', { body: { smolfile: path.resolve(smolfile), ...options } });
+  }
+
+  /**
+   * Starts an episode from a .smolmachine file (docs/smolmachine.md): its first VM continues the packed state. The
+   * file is checked whole first; a damaged one, a newer format or a CPU this host lacks features of is refused.
+   */
+  upFrom(machineFile: string, options: { name?: string } = {}): Promise<CreateEpisodeResponse> {
+    return this.api.call('openMachine', { body: { path: path.resolve(machineFile), ...options } });
+  }
+
+  /** Packs a VM (a running one is checkpointed first) or a snapshot into a .smolmachine file. */
+  pack(source: string, machineFile: string): Promise<PackMachineResponse> {
+    return this.api.call('packMachine', { body: { source, path: path.resolve(machineFile) } });
   }
 
   async episodes(): Promise<Episode[]> {

@@ -115,6 +115,8 @@ function fakeEngine() {
     getSnapshot: (ref) => find([snapshot()], ref),
     updateSnapshot: async (ref, request) => ({ ...find([snapshot()], ref), ...request }),
     deleteSnapshot: async (ref) => void find([snapshot()], ref),
+    packMachine: async ({ path }) => ({ path, bytes: 4096, snapshot: snapshot(), memoryData: 0, layers: 1 }),
+    openMachine: async () => ({ episode: episode(), vm: vm(VM, 'main') }),
     gc: async () => ({ removed: [], freedBytes: 0 }),
     images: {
       list: () => [],
@@ -217,6 +219,8 @@ describe('API transport', () => {
       updateSnapshot: { note: 'kept' },
       exec: { argv: ['echo', 'hi'] },
       pullImage: { reference: 'python:3.12-slim' },
+      packMachine: { source: 'main', path: '/w/main.smolmachine' },
+      openMachine: { path: '/w/main.smolmachine' },
     };
     for (const route of ROUTES) {
       const url = route.path.replace(/:(\w+)/g, (_, name: keyof typeof params) => params[name]);

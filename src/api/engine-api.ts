@@ -26,6 +26,7 @@ import type {
   UpdateSnapshotRequest,
   Vm,
 } from './schema.js';
+import type { OpenMachineRequest, PackMachineRequest, PackMachineResponse } from './machine-schema.js';
 
 /**
  * An error with the HTTP status it maps to: 400 bad request, 404 unknown, 409 wrong state, 500 the engine's fault,
@@ -132,6 +133,10 @@ export interface EngineApi {
   getSnapshot(ref: string): Snapshot;
   updateSnapshot(ref: string, request: UpdateSnapshotRequest): Promise<Snapshot>;
   deleteSnapshot(ref: string): Promise<void>;
+  /** A VM or snapshot packed into a .smolmachine file (docs/smolmachine.md). */
+  packMachine(request: PackMachineRequest): Promise<PackMachineResponse>;
+  /** A new episode whose first VM restores a .smolmachine file's state. */
+  openMachine(request: OpenMachineRequest): Promise<CreateEpisodeResponse>;
   gc(): Promise<GcResult>;
   /** Every event from now on, in order; returns the unsubscribe. */
   subscribe(listener: (event: EngineEvent) => void): () => void;

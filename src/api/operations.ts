@@ -5,6 +5,7 @@
 // them.
 import { z } from 'zod';
 import * as s from './schema.js';
+import * as m from './machine-schema.js';
 import { API_PREFIX } from './schema.js';
 
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -276,6 +277,21 @@ export const OPERATIONS = {
     status: 201,
     request: s.ForkRequest,
     response: s.ForkResponse,
+  }),
+  packMachine: operation({
+    method: 'POST',
+    path: `${API_PREFIX}/machines/pack`,
+    summary: 'Pack a VM (checkpointed first when running) or a snapshot into a .smolmachine file (smol pack)',
+    request: m.PackMachineRequest,
+    response: m.PackMachineResponse,
+  }),
+  openMachine: operation({
+    method: 'POST',
+    path: `${API_PREFIX}/machines`,
+    summary: 'Start an episode from a .smolmachine file (smol up --from); its first VM runs the packed state',
+    status: 201,
+    request: m.OpenMachineRequest,
+    response: s.CreateEpisodeResponse,
   }),
   gc: operation({
     method: 'POST',

@@ -4,27 +4,48 @@ import type { Snapshot, Vm } from '../api/schema.js';
 import { age, bytes, EXIT, helpOr, JSON_FLAG, parseCommand, printJson, printTable, withEngine } from './engine-cli.js';
 import { CommandError } from './errors.js';
 import { buildImageFirst, chooseSmolfile } from './image.js';
+import { withProgress } from './machine-commands.js';
 
 type Run = (argv: string[]) => Promise<number>;
 
 export const runUp: Run = async (argv) => {
-  const HELP = `Usage: smol up [-f Smolfile | --image REF] [--name NAME] [--json]
+  const HELP = `Usage: smol up [-f Smolfile | --image REF | --from FILE.smolmachine] [--name NAME] [--json]
 
 Starts a new episode from a Smolfile (default ./Smolfile; with none there, the builtin image), or from an image
 alone (--image python:3.12-slim: builtin, debian:<suite> or an OCI reference, docs/images.md), and prints its id
 and name. The first VM boots from the Smolfile's base snapshot (baked on the first up: boot, then init) and is
-running when this returns.
+running when this returns. With --from, the episode's first VM continues the state packed by smol pack
+(docs/smolmachine.md); the file is checked whole before anything of it is kept.
 `;
   const { flags, help } = parseCommand(
     'up',
     argv,
-    { ...JSON_FLAG, file: { type: 'string', short: 'f' }, image: { type: 'string' }, name: { type: 'string' } },
+    {
+      ...JSON_FLAG,
+      file: { type: 'string', short: 'f' },
+      image: { type: 'string' },
+      from: { type: 'string' },
+      name: { type: 'string' },
+    },
     { min: 0, max: 0, names: '' },
   );
   if (helpOr(help, HELP)) return 0;
-  const file = chooseSmolfile('up', flags);
-  await buildImageFirst(file);
-  const result = await withEngine((smol) => smol.up(file, flags.name === undefined ? {} : { name: flags.name }));
+  const options = flags.name === undefined ? {} : { name: flags.name };
+  let result;
+  if (flags.from !== undefined) {
+    if (flags.file !== undefined || flags.image !== undefined) {
+      throw new CommandError(
+        'up: --from takes the Smolfile from the machine file; leave out -f and --image',
+        EXIT.usage,
+      );
+    }
+    const from = flags.from;
+    result = await withEngine((smol) => withProgress(smol, 'open', 'open', () => smol.upFrom(from, options)));
+  } else {
+    const file = chooseSmolfile('up', flags);
+    await buildImageFirst(file);
+    result = await withEngine((smol) => smol.up(file, options));
+  }
   if (flags.json) printJson({ id: result.episode.id, name: result.episode.name, vm: pick(result.vm) });
   else
     process.stdout.write(

@@ -82,6 +82,14 @@ const COMMANDS: Record<string, { summary: string; run: () => Promise<Run> }> = {
     summary: "copy files and directories into or out of a VM's guest (VM:/path, as docker cp)",
     run: async () => (await import('./cp.js')).runCp,
   },
+  pack: {
+    summary: 'pack a VM or snapshot into a portable .smolmachine file',
+    run: async () => (await import('./machine-commands.js')).runPack,
+  },
+  inspect: {
+    summary: 'check a .smolmachine file and print its manifest',
+    run: async () => (await import('./machine-commands.js')).runInspect,
+  },
   rm: { summary: 'remove VMs or episodes', run: async () => (await import('./episode-commands.js')).runRm },
   serve: {
     summary: 'open the engine API on a TCP port with a token (prints the URL)',

@@ -34,12 +34,14 @@ import type {
   UpdateSnapshotRequest,
   Vm,
 } from '../api/schema.js';
-import { formatProblem, loadSmolfile, type Smolfile } from '../smolfile/smolfile.js';
+import { formatProblem, loadSmolfile, parseSmolfile, type Smolfile } from '../smolfile/smolfile.js';
 import { planBoot, prepareImage } from './boot-plan.js';
 import { EngineCore, type EngineOptions } from './engine-core.js';
 import { METRICS_INTERVAL_MS } from './metrics.js';
-import { EpisodeRecord, LIVE_STATES, freshName, vmView } from './episode-registry.js';
+import { EpisodeRecord, LIVE_STATES, freshName, vmView, type VmRecord } from './episode-registry.js';
 import { checkStore, untrusted } from './store-check.js';
+import { packSnapshot, placeMachineFiles, removeTemp, unpackMachine } from './machines.js';
+import type { OpenMachineRequest, PackMachineRequest, PackMachineResponse } from '../api/machine-schema.js';
 import { SnapshotStore, newId } from './snapshot-store.js';
 
 export type { EngineOptions } from './engine-core.js';
@@ -242,6 +244,121 @@ export class Engine extends EngineCore implements EngineApi {
     await this.store.deleteEpisode(episode.id, this.liveLayerHeads());
     await this.store.removeEpisodeRecord(episode.id);
     this.emit({ type: 'episode.deleted', id: episode.id });
+  }
+
+  // ---- portable machines (docs/smolmachine.md) ----
+
+  /**
+   * Packs a VM or a snapshot into a .smolmachine file. A live VM is checkpointed first (it pauses only as long as a
+   * checkpoint does) and its console screen goes in too; a stopped or suspended one packs the snapshot it is at.
+   */
+  async packMachine(request: PackMachineRequest): Promise<PackMachineResponse> {
+    const vm = this.#vmOrNull(request.source);
+    const out = path.resolve(request.path);
+    let snapshot: Snapshot;
+    let screen: string | null = null;
+    if (vm) {
+      snapshot = await this.withLock(vm.id, async () => {
+        if (LIVE_STATES.has(vm.state)) return this.checkpointVm(vm, 'manual', { note: `packed into ${out}` });
+        const at = vm.suspendedAt ?? vm.snapshot;
+        if (!at) throw new ApiFailure(409, `${vm.name} (${vm.id}) is ${vm.state} and at no snapshot: nothing to pack`);
+        return this.store.resolve(at);
+      });
+      await this.hubs.get(vm.id)?.settled();
+      screen = this.hubs.get(vm.id)?.screen().serialized ?? null;
+    } else snapshot = this.store.resolve(request.source);
+    const episode = [...this.episodes.values()].find((ep) => ep.id === snapshot.episode || ep.base === snapshot.id);
+    if (!episode) throw new ApiFailure(409, `${snapshot.id} belongs to no episode left, so its Smolfile is unknown`);
+    const { bytes, manifest } = await packSnapshot({
+      store: this.store,
+      snapshot: snapshot.id,
+      smolfile: episode.smolfile,
+      screen,
+      version: this.options.version,
+      from: request.source,
+      out,
+      onProgress: (done, total) => this.emit({ type: 'progress', operation: 'pack', vm: vm?.id ?? null, done, total }),
+    });
+    this.options.log(`engine: packed ${snapshot.id} into ${out} (${bytes} bytes)`);
+    return { path: out, bytes, snapshot, memoryData: manifest.totals.memoryData, layers: manifest.snapshots.length };
+  }
+
+  /**
+   * A new episode from a .smolmachine file: checked whole and unpacked before anything reaches the store, then its
+   * snapshots published under their own ids, and the first VM restored from the packed one with its screen.
+   */
+  async openMachine(request: OpenMachineRequest): Promise<CreateEpisodeResponse> {
+    const file = path.resolve(request.path);
+    const unpacked = await unpackMachine(this.options.home, this.store, file, (done, total) =>
+      this.emit({ type: 'progress', operation: 'open', vm: null, done: Math.round(done), total }),
+    );
+    const names = [...this.episodes.values()].map((ep) => ep.name);
+    if (request.name && names.includes(request.name)) {
+      await removeTemp(unpacked);
+      throw new ApiFailure(409, `an episode named ${request.name} exists already`);
+    }
+    const m = unpacked.manifest;
+    const top = m.snapshots[m.snapshots.length - 1]!.manifest;
+    const id = newId('ep');
+    let smolfilePath: string;
+    try {
+      smolfilePath = await placeMachineFiles(this.options.home, unpacked, id);
+      // The chain below the packed snapshot is kept (deleted: not in the timeline) for its memory layers.
+      await this.store.importSnapshots(
+        unpacked.snapshots.map(({ manifest, dir }) => {
+          const isTop = manifest.id === top.id;
+          return {
+            dir,
+            manifest: {
+              ...manifest,
+              episode: id,
+              vm: null,
+              parent: null,
+              kind: manifest.kind === 'base' ? 'manual' : manifest.kind,
+              deleted: !isTop,
+              note: isTop
+                ? `opened from ${path.basename(file)} (packed ${m.made.at} on ${m.made.host})`
+                : manifest.note,
+            },
+          };
+        }),
+      );
+    } finally {
+      await removeTemp(unpacked);
+    }
+    const stem = path.basename(file).replace(/\.smolmachine$/, '') || 'machine';
+    const text = await readFile(smolfilePath, 'utf8');
+    const policy = parseSmolfile(text, { path: smolfilePath }).smolfile?.snapshots;
+    const episode: EpisodeRecord = {
+      format: 1,
+      id,
+      name: request.name ?? freshName(stem, names),
+      smolfile: { path: smolfilePath, text },
+      created: new Date().toISOString(),
+      base: null,
+      vms: [],
+      autoCheckpoint: { everyMs: policy?.autoCheckpointMs ?? null, keep: policy?.keep ?? 0 },
+      counters: {},
+    };
+    const vm = this.newVmRecord(episode, top.cpus, Math.round(top.memoryBytes / 2 ** 20), episode.name);
+    this.episodes.set(episode.id, episode);
+    await this.save(episode);
+    this.emit({ type: 'episode.created', episode: this.episodeView(episode) });
+    if (m.console) this.hub(vm).push(Buffer.from(m.console.screen));
+    this.hub(vm).marker(`opened from ${path.basename(file)}`);
+    const snapshot = this.store.get(top.id)!;
+    await this.withLock(vm.id, () => this.restoreInto(episode, vm, snapshot));
+    return { episode: this.episodeView(episode), vm: vmView(vm) };
+  }
+
+  /** The VM `ref` names, or null when it names none (it may name a snapshot). */
+  #vmOrNull(ref: string): VmRecord | null {
+    try {
+      return this.vm(ref);
+    } catch (error) {
+      if (error instanceof ApiFailure && error.status === 404) return null;
+      throw error;
+    }
   }
 
   // ---- VM operations ----

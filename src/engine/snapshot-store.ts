@@ -2,7 +2,7 @@
 // writes a snapshot's `state` and `memory` into dirFor(id); publish() then adds `manifest.json`, and only from then
 // on does the snapshot exist. Deleting marks the manifest; gc() removes the files once no layer chain needs them.
 import { randomBytes } from 'node:crypto';
-import { mkdir, realpath, rm } from 'node:fs/promises';
+import { mkdir, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ApiFailure } from '../api/engine-api.js';
 import { SnapshotId, UpdateSnapshotRequest, type Snapshot, type SnapshotKind } from '../api/schema.js';
@@ -180,6 +180,27 @@ export class SnapshotStore {
       if (!entry) throw new Error(`no snapshot ${id}`);
       const names = files.map((file) => this.#layerName(file));
       await this.#write({ ...entry.manifest, diskLayers: [...(entry.manifest.diskLayers ?? []), ...names] });
+    });
+  }
+
+  /**
+   * Publishes snapshots unpacked elsewhere on this file system (a .smolmachine, docs/smolmachine.md), oldest first:
+   * each directory is renamed to dirFor(id), then its manifest written. An id the store has is refused; the ones
+   * published before a failure stay (each is whole), and their layer parents are there.
+   */
+  importSnapshots(snapshots: Array<{ manifest: Manifest; dir: string }>): Promise<Snapshot[]> {
+    return this.#serial(async () => {
+      const published: Snapshot[] = [];
+      for (const { manifest, dir } of snapshots) {
+        if (this.#entries.has(manifest.id)) throw new Error(`${manifest.id} is in the store already`);
+        if (manifest.layerParent && !this.#entries.has(manifest.layerParent)) {
+          throw new Error(`${manifest.id}'s layer parent ${manifest.layerParent} is not in the store`);
+        }
+        const created = this.#nextCreated();
+        await rename(dir, this.dirFor(manifest.id));
+        published.push(this.#view(await this.#write({ ...manifest, format: MANIFEST_FORMAT, created })));
+      }
+      return published;
     });
   }
 
