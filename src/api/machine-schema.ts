@@ -2,7 +2,7 @@
 // an episode from one. Browser-safe (zod only). The paths are on the engine's host. The OpenAPI document inlines
 // them (components come from schema.ts).
 import { z } from 'zod';
-import { Ref, Snapshot } from './schema.js';
+import { Ref } from './schema.js';
 
 const FilePath = z.string().min(1).max(4096).describe('a path on the engine’s host; relative to the engine’s cwd');
 
@@ -17,7 +17,8 @@ export type PackMachineRequest = z.infer<typeof PackMachineRequest>;
 export const PackMachineResponse = z.object({
   path: z.string(),
   bytes: z.number().int(),
-  snapshot: Snapshot,
+  /** The packed snapshot (of a running VM: the checkpoint pack took). */
+  snapshot: z.object({ id: z.string(), name: z.string(), note: z.string() }),
   /** Bytes of guest RAM (non-zero pages) the file holds, over the snapshot chain. */
   memoryData: z.number().int(),
   layers: z.number().int().describe('memory layers in the chain'),
