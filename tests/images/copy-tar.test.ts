@@ -48,4 +48,4 @@ it('a tree packed for copyIn and written by copyOut comes back the same, under t
   expect(lstatSync(path.join(copy, 'hardlink.sh')).ino).toBe(script.ino);
   if (process.getuid?.() === 0) expect([script.uid, script.gid]).toEqual([1234, 5678]);
   expect(counts).toEqual({ entries: 8, bytes: 300_000 + 6 + 10 });
-});
+}, 60_000);

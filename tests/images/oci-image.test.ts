@@ -64,7 +64,8 @@ function checkDisk(image: string) {
   for (const name of ['proc', 'sys', 'dev', 'tmp', 'run']) expect(root).toContain(name);
 }
 
-describe.skipIf(!asRoot)('OCI images to root disks (as root)', () => {
+// Conversions run mke2fs and e2fsck: seconds each on a busy machine.
+describe.skipIf(!asRoot)('OCI images to root disks (as root)', { timeout: 120_000 }, () => {
   it('converts an OCI layout: layers in order, whiteouts, owners, modes, links, xattrs, our init', async () => {
     const layers: string[] = [];
     const result = await ensureOciImage({

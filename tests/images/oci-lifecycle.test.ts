@@ -87,5 +87,5 @@ describe.skipIf(!asRoot)('the image lifecycle (as root)', () => {
     // Once no layer sits on it, prune frees the engine's copy too.
     rmSync(path.join(home, 'disks', '0123456789abcdef0123.layer'));
     expect((await images.prune()).removed.map((r) => r.file)).toEqual([adopted]);
-  });
+  }, 120_000);
 });

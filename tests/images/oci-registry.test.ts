@@ -56,7 +56,7 @@ const leftovers = (cache: string) =>
         .filter((n) => /partial|build-oci|\.ext4$/.test(n))
     : [];
 
-describe.skipIf(!ready)('pulling from a registry on loopback', () => {
+describe.skipIf(!ready)('pulling from a registry on loopback', { timeout: 120_000 }, () => {
   it('pulls over the distribution API, layers downloaded and applied, and finds it again by its digest', async () => {
     const cache = path.join(scratch, 'cache-plain');
     const statuses = new Map<number, Set<string>>();
