@@ -26,6 +26,19 @@ function Connection() {
   );
 }
 
+/** While the engine is out of reach: what that means, shown over the page until it is back. */
+function Disconnected() {
+  const { state, why } = useAppState((s) => s.connection);
+  if (state !== 'closed') return null;
+  return (
+    <div className="disconnected" role="alert">
+      <strong>The engine is out of reach</strong> ({why ?? 'no answer'}). What you see is as it was; actions are off
+      until it is back, and this page keeps trying. An engine started again with <code>smol serve</code> has a new
+      address and token: open the URL it prints.
+    </div>
+  );
+}
+
 export function App() {
   const app = useApp();
   const episodeId = useAppState((s) => s.episodeId);
@@ -50,6 +63,7 @@ export function App() {
           Commands <kbd>Ctrl K</kbd>
         </button>
       </header>
+      <Disconnected />
       <main>{episodeId ? <EpisodeView episodeId={episodeId} /> : <EpisodeList />}</main>
       <Dialogs />
       <CommandPalette />

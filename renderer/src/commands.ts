@@ -2,7 +2,7 @@
 // where it applies (a VM is selected, a snapshot is selected, …).
 import type { App } from './app-context.js';
 import type { AppState } from './store/app-store.js';
-import { closeEpisode, deleteTicked, openDialog, openEpisode, selectedVmId } from './store/selection.js';
+import { closeEpisode, connected, deleteTicked, openDialog, openEpisode, selectedVmId } from './store/selection.js';
 
 export interface Command {
   id: string;
@@ -20,6 +20,12 @@ export function commands(app: App, state: AppState): Command[] {
   const vm = vmId ? state.engine.vms[vmId] : undefined;
   const snapshot = state.snapshotId ? state.engine.snapshots[state.snapshotId] : undefined;
   const episode = state.episodeId ? state.engine.episodes[state.episodeId] : undefined;
+  // While the engine is out of reach only moving about is offered; actions come back with the connection.
+  if (!connected(state)) {
+    const list: Command[] = [];
+    if (episode) list.push({ id: 'back', title: 'Back to episodes', keys: 'Esc', run: () => closeEpisode(store) });
+    return list;
+  }
   const list: Command[] = [{ id: 'new', title: 'New episode…', keys: 'N', run: () => dialog({ kind: 'new-episode' }) }];
   if (episode)
     list.push({

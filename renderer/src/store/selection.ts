@@ -6,6 +6,9 @@ import type { Operations } from './operations.js';
 
 const LIVE = new Set(['running', 'paused', 'creating']);
 
+/** Whether the engine is reachable now: actions are offered only then (the page reconnects by itself). */
+export const connected = (state: AppState): boolean => state.connection.state === 'open';
+
 /** The open episode's VMs as the page shows them: the ones that exist and do not wait for their delete. */
 export function shownVmIds(state: AppState, episodeId = state.episodeId): string[] {
   const episode = episodeId ? state.engine.episodes[episodeId] : undefined;

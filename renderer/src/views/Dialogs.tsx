@@ -7,7 +7,7 @@ import type { SmolfileExamples } from '../../../src/api/schema.js';
 import { useApp, useAppState } from '../app-context.js';
 import type { Dialog } from '../store/app-store.js';
 import { call } from '../transport/transport.js';
-import { closeDialog, shownVmIds } from '../store/selection.js';
+import { closeDialog, connected, shownVmIds } from '../store/selection.js';
 import { Modal } from './Modal.js';
 
 const NAME_RULE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -34,6 +34,7 @@ function Failure({ on }: { on: string }) {
 function NewEpisode() {
   const { operations } = useApp();
   const close = useClose();
+  const online = useAppState(connected);
   const busy = useAppState((s) => s.busy['new-episode']);
   const [examples, setExamples] = useState<SmolfileExamples['examples'] | null>(null);
   const [listFailure, setListFailure] = useState<string | null>(null);
@@ -94,7 +95,7 @@ function NewEpisode() {
           <button type="button" onClick={close}>
             Cancel
           </button>
-          <button type="submit" className="primary" disabled={!path || !!problem || !!busy}>
+          <button type="submit" className="primary" disabled={!online || !path || !!problem || !!busy}>
             {busy ?? 'Start episode'}
           </button>
         </div>
@@ -106,6 +107,7 @@ function NewEpisode() {
 function Checkpoint({ vmId }: { vmId: string }) {
   const { operations } = useApp();
   const close = useClose();
+  const online = useAppState(connected);
   const vmName = useAppState((s) => s.engine.vms[vmId]?.name ?? vmId);
   const busy = useAppState((s) => s.busy[`vm:${vmId}`]);
   const [name, setName] = useState('');
@@ -139,7 +141,7 @@ function Checkpoint({ vmId }: { vmId: string }) {
           <button type="button" onClick={close}>
             Cancel
           </button>
-          <button type="submit" className="primary" disabled={!!problem || !!busy}>
+          <button type="submit" className="primary" disabled={!online || !!problem || !!busy}>
             {busy ?? 'Save checkpoint'}
           </button>
         </div>
@@ -151,6 +153,7 @@ function Checkpoint({ vmId }: { vmId: string }) {
 function Fork({ vmId, snapshotId }: { vmId: string | null; snapshotId: string | null }) {
   const { operations } = useApp();
   const close = useClose();
+  const online = useAppState(connected);
   const what = useAppState((s) =>
     vmId
       ? `VM ${s.engine.vms[vmId]?.name ?? vmId}`
@@ -192,7 +195,7 @@ function Fork({ vmId, snapshotId }: { vmId: string | null; snapshotId: string | 
           <button type="button" onClick={close}>
             Cancel
           </button>
-          <button type="submit" className="primary" disabled={!valid || !!busy}>
+          <button type="submit" className="primary" disabled={!online || !valid || !!busy}>
             {busy ?? `Fork ×${valid ? count : '?'}`}
           </button>
         </div>
@@ -204,6 +207,7 @@ function Fork({ vmId, snapshotId }: { vmId: string | null; snapshotId: string | 
 function Restore({ vmId: chosen, snapshotId }: { vmId: string; snapshotId: string }) {
   const { operations } = useApp();
   const close = useClose();
+  const online = useAppState(connected);
   // The VM it moves: the one the action was for, or another of the episode the user picks here.
   const [vmId, setVmId] = useState(chosen);
   // Strings, so the shallow comparison sees an unchanged list as unchanged.
@@ -276,7 +280,7 @@ function Restore({ vmId: chosen, snapshotId }: { vmId: string; snapshotId: strin
           <button type="button" onClick={close}>
             Cancel
           </button>
-          <button type="submit" className="primary" disabled={!!problem || !!busy}>
+          <button type="submit" className="primary" disabled={!online || !!problem || !!busy}>
             {busy ?? 'Restore'}
           </button>
         </div>
@@ -288,6 +292,7 @@ function Restore({ vmId: chosen, snapshotId }: { vmId: string; snapshotId: strin
 function ConfirmDelete({ episodeIds }: { episodeIds: string[] }) {
   const { operations } = useApp();
   const close = useClose();
+  const online = useAppState(connected);
   const names = useAppState(useShallow((s) => episodeIds.map((id) => s.engine.episodes[id]?.name ?? id)));
   const running = useAppState(
     (s) =>
@@ -309,6 +314,7 @@ function ConfirmDelete({ episodeIds }: { episodeIds: string[] }) {
         <button
           type="button"
           className="danger"
+          disabled={!online}
           onClick={() => {
             close();
             void operations.bulk('delete', episodeIds);

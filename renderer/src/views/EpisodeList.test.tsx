@@ -93,6 +93,7 @@ describe('the episodes list', () => {
 
   it('filters by what is typed in the search, and ticks rows for the bulk actions', () => {
     const store = createAppStore();
+    store.setState({ connection: { state: 'open', why: null } }); // the bulk actions wait for the engine
     applyEvents(store, [
       { type: 'episode.created', episode: episode('ep-aaaaaaaaaa', 'alpha', []) },
       { type: 'episode.created', episode: episode('ep-bbbbbbbbbb', 'beta', []) },

@@ -6,7 +6,15 @@ import { useShallow } from 'zustand/react/shallow';
 import { useApp, useAppState } from '../app-context.js';
 import { useNow } from '../clock.js';
 import { formatBytes, formatDuration, formatTime } from '../format.js';
-import { deleteTicked, openDialog, openEpisode, setSearch, setTicked, toggleTicked } from '../store/selection.js';
+import {
+  connected,
+  deleteTicked,
+  openDialog,
+  openEpisode,
+  setSearch,
+  setTicked,
+  toggleTicked,
+} from '../store/selection.js';
 import { Sparklines } from './Sparkline.js';
 import { StateBadge } from './StateBadge.js';
 
@@ -109,6 +117,7 @@ export function EpisodeList() {
   const { store, operations } = useApp();
   const search = useAppState((s) => s.search);
   const ticked = useAppState(useShallow((s) => s.ticked));
+  const online = useAppState(connected);
   const total = useAppState((s) => s.engine.episodeIds.filter((id) => !s.pendingDeletes.includes(id)).length);
   const connection = useAppState((s) => s.connection.state);
   const ids = useAppState(
@@ -143,15 +152,15 @@ export function EpisodeList() {
         <span className="muted" aria-live="polite">
           {ticked.length > 0 ? `${ticked.length} selected` : `${ids.length} of ${total}`}
         </span>
-        <button disabled={ticked.length === 0} onClick={() => void operations.bulk('checkpoint', ticked)}>
+        <button disabled={ticked.length === 0 || !online} onClick={() => void operations.bulk('checkpoint', ticked)}>
           Checkpoint selected
         </button>
-        <button disabled={ticked.length === 0} onClick={() => void operations.bulk('stop', ticked)}>
+        <button disabled={ticked.length === 0 || !online} onClick={() => void operations.bulk('stop', ticked)}>
           Stop selected
         </button>
         <button
           className="danger"
-          disabled={ticked.length === 0}
+          disabled={ticked.length === 0 || !online}
           onClick={() => deleteTicked({ store, operations }, ticked)}
         >
           Delete selected

@@ -8,7 +8,15 @@ import { Console } from '../console/Console.js';
 import { formatBytes, formatDuration } from '../format.js';
 import { Replay } from '../replay/Replay.js';
 import { ForkTree } from '../tree/ForkTree.js';
-import { closeEpisode, openDialog, selectVm, selectedVmId, setHideAutomatic, shownVmIds } from '../store/selection.js';
+import {
+  closeEpisode,
+  connected,
+  openDialog,
+  selectVm,
+  selectedVmId,
+  setHideAutomatic,
+  shownVmIds,
+} from '../store/selection.js';
 import { SnapshotDetails } from './SnapshotDetails.js';
 import { Sparklines } from './Sparkline.js';
 import { StateBadge } from './StateBadge.js';
@@ -24,6 +32,8 @@ function VmActions({ vmId }: { vmId: string }) {
   const busy = useAppState((s) => s.busy[`vm:${vmId}`]);
   const failure = useAppState((s) => s.failures[`vm:${vmId}`]);
   const progress = useAppState((s) => s.engine.progress[vmId]);
+  // Busy, or the engine out of reach: the buttons wait.
+  const off = useAppState((s) => !!s.busy[`vm:${vmId}`] || !connected(s));
   if (!vm) return null;
   const live = vm.state === 'running' || vm.state === 'paused';
   const can = { start: vm.state === 'suspended', stop: live, reset: vm.state !== 'creating' };
@@ -32,38 +42,38 @@ function VmActions({ vmId }: { vmId: string }) {
       <span className="acting-on" title="The selected VM: these buttons, the palette and the shortcuts act on it">
         <span className="muted">VM</span> <strong data-testid="acting-on">{vm.name}</strong>
       </span>
-      <button disabled={!live || !!busy} onClick={() => openDialog(store, { kind: 'checkpoint', vmId })}>
+      <button disabled={!live || off} onClick={() => openDialog(store, { kind: 'checkpoint', vmId })}>
         Checkpoint…
       </button>
-      <button disabled={!live || !!busy} onClick={() => openDialog(store, { kind: 'fork', vmId, snapshotId: null })}>
+      <button disabled={!live || off} onClick={() => openDialog(store, { kind: 'fork', vmId, snapshotId: null })}>
         Fork…
       </button>
       {vm.state === 'paused' ? (
-        <button disabled={!!busy} onClick={() => void operations.lifecycle(vmId, 'resume')}>
+        <button disabled={off} onClick={() => void operations.lifecycle(vmId, 'resume')}>
           Resume
         </button>
       ) : (
-        <button disabled={vm.state !== 'running' || !!busy} onClick={() => void operations.lifecycle(vmId, 'pause')}>
+        <button disabled={vm.state !== 'running' || off} onClick={() => void operations.lifecycle(vmId, 'pause')}>
           Pause
         </button>
       )}
       {can.start ? (
-        <button disabled={!!busy} onClick={() => void operations.lifecycle(vmId, 'start')}>
+        <button disabled={off} onClick={() => void operations.lifecycle(vmId, 'start')}>
           Start
         </button>
       ) : (
-        <button disabled={!can.stop || !!busy} onClick={() => void operations.lifecycle(vmId, 'stop')}>
+        <button disabled={!can.stop || off} onClick={() => void operations.lifecycle(vmId, 'stop')}>
           Stop
         </button>
       )}
       <button
-        disabled={!can.reset || !!busy}
+        disabled={!can.reset || off}
         onClick={() => void operations.reset(vmId)}
         title="Boots a clean machine; where it was is kept as a checkpoint, with Undo"
       >
         Reset
       </button>
-      <button className="danger" disabled={!!busy} onClick={() => operations.removeVm(vmId)}>
+      <button className="danger" disabled={off} onClick={() => operations.removeVm(vmId)}>
         Remove VM
       </button>
       <div className="spacer" />
@@ -166,6 +176,7 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
   const [share, setShare] = useState(42);
   const [maximised, setMaximised] = useState(false);
   const hideAutomatic = useAppState((s) => s.hideAutomatic);
+  const online = useAppState(connected);
   if (!episode) return null;
   return (
     <section className="episode" aria-label={`Episode ${episode.name}`}>
@@ -180,7 +191,7 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
           {formatBytes(episode.diskBytes)}
         </span>
         <div className="spacer" />
-        <button className="danger" onClick={() => operations.deleteEpisode(episodeId)}>
+        <button className="danger" disabled={!online} onClick={() => operations.deleteEpisode(episodeId)}>
           Delete episode
         </button>
       </header>

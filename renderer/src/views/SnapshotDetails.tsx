@@ -7,7 +7,7 @@ import { formatBytes, formatTime } from '../format.js';
 import { markerOf } from '../replay/asciicast.js';
 import { screenAt } from '../replay/screen-at.js';
 import { useRecording } from '../replay/use-recording.js';
-import { openDialog, selectSnapshot, selectedVmId } from '../store/selection.js';
+import { connected, openDialog, selectSnapshot, selectedVmId } from '../store/selection.js';
 import { useImplicitCr } from '../console/implicit-cr.js';
 
 function LastScreen({ vmId, snapshotId }: { vmId: string; snapshotId: string }) {
@@ -55,6 +55,7 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
     ),
   );
   const activeVm = useAppState(selectedVmId);
+  const online = useAppState(connected);
   const activeName = useAppState((s) => (activeVm ? (s.engine.vms[activeVm]?.name ?? activeVm) : null));
   const busy = useAppState((s) => s.busy[`snapshot:${snapshotId}`]);
   const failure = useAppState((s) => s.failures[`snapshot:${snapshotId}`]);
@@ -88,7 +89,7 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
           <textarea value={note} rows={3} onChange={(e) => setNote(e.target.value)} aria-label="Snapshot note" />
         </label>
         <div className="row">
-          <button type="submit" disabled={!changed || !!busy}>
+          <button type="submit" disabled={!changed || !!busy || !online}>
             {busy ?? 'Save'}
           </button>
           {changed && (
@@ -133,18 +134,21 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
       </dl>
       <div className="row wrap">
         <button
-          disabled={!activeVm}
+          disabled={!activeVm || !online}
           title={activeName ? `Moves ${activeName} to this snapshot; the dialog lets you choose another VM` : undefined}
           onClick={() => activeVm && openDialog(store, { kind: 'restore', vmId: activeVm, snapshotId: snapshot.id })}
         >
           {activeName ? `Restore ${activeName} here…` : 'Restore…'}
         </button>
-        <button onClick={() => openDialog(store, { kind: 'fork', vmId: null, snapshotId: snapshot.id })}>
+        <button
+          disabled={!online}
+          onClick={() => openDialog(store, { kind: 'fork', vmId: null, snapshotId: snapshot.id })}
+        >
           Fork from here…
         </button>
         <button
           className="danger"
-          disabled={snapshot.kind === 'base'}
+          disabled={snapshot.kind === 'base' || !online}
           title={snapshot.kind === 'base' ? 'A base snapshot goes with its episodes' : undefined}
           onClick={() => operations.deleteSnapshot(snapshot.id)}
         >
