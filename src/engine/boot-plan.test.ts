@@ -53,10 +53,10 @@ describe('planBoot', () => {
     expect(plan.baseKey).toMatch(/^[0-9a-f]{32}$/);
   });
 
-  it('refuses net = true rather than boot a VM without the network its Smolfile asks for', () => {
+  it('refuses net = true for an image rather than boot it without the network its Smolfile asks for', () => {
     builtGuest();
     expect(() => planBoot(smolfile('net = true\nports = ["3000"]\n'), env)).toThrow(
-      /`net = true`: this VMM has no virtio-net device yet/,
+      /`net = true`: the guest kernel has no virtio-net driver yet/,
     );
     expect(() => planBoot(smolfile('net = false\n'), env)).not.toThrow();
   });

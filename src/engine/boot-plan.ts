@@ -42,13 +42,13 @@ function fileStamp(file: string): string {
 }
 
 export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.env): BootPlan {
-  if (smolfile.network.enabled) {
-    // The Smolfile's network keys are read and checked, and the policy and libslirp backend exist in the VMM, but
-    // the virtio-net device that joins them to a VM does not yet (docs/network.md, "Status"). Booting without the
-    // network the Smolfile asks for would be a silent lie.
+  if (smolfile.network.enabled && smolfile.image) {
+    // The VMM has virtio-net and the engine gives each VM its stack (engine-core.ts, attach), but the guest kernel
+    // `smol guest build` makes has no virtio-net driver yet (docs/network.md, "Status"). Booting an image without
+    // the network its Smolfile asks for would be a silent lie; a bare kernel brings its own driver.
     throw new ApiFailure(
       409,
-      '`net = true`: this VMM has no virtio-net device yet, so a VM cannot have a network ' +
+      '`net = true`: the guest kernel has no virtio-net driver yet, so an image cannot have a network ' +
         '(docs/network.md, "Status"); remove `net`, `ports` and `[network]` from the Smolfile to boot it',
     );
   }

@@ -14,8 +14,8 @@ import type {
   VmState,
 } from '../api/schema.js';
 import { bootsBareKernel } from '../api/schema.js';
-import type { Smolfile } from '../smolfile/smolfile.js';
-import type { CheckpointInfo } from '../vmm/vm.js';
+import { parseSmolfile, type Smolfile, type SmolfileNetwork } from '../smolfile/smolfile.js';
+import type { CheckpointInfo, DeviceResources } from '../vmm/vm.js';
 import { planBoot, type BootPlan } from './boot-plan.js';
 import { ConsoleHub } from './console-hub.js';
 import { ConsoleShell } from './console-shell.js';
@@ -32,6 +32,7 @@ import {
 import { METRICS_INTERVAL_MS, MetricsHistory, type RawSample } from './metrics.js';
 import { newId, type SnapshotStore } from './snapshot-store.js';
 import { LiveInstance } from './live-instance.js';
+import { writeNetworkConfig } from './network-config.js';
 import { VmHost } from './vmhost.js';
 import type { VmHostLauncher } from './vmhost-launcher.js';
 
@@ -345,11 +346,27 @@ export class EngineCore {
     const vsock = this.vsockPathOf(name);
     // A socket left by a VMM killed outright (the count restarts with the engine) must not pass for this one's.
     rmSync(vsock, { force: true });
-    const resources = { 'virtio-vsock': { path: vsock }, ...(disk && { 'virtio-blk': { path: disk } }) };
+    const resources: DeviceResources = {
+      'virtio-vsock': { path: vsock },
+      ...(disk && { 'virtio-blk': { path: disk } }),
+    };
+    const network = this.networkOf(vm);
+    if (network) {
+      // A fork child's parent still holds the Smolfile's pinned host ports: the child's forwards get fresh ones.
+      const file = vsock.replace(/\.vsock$/, '.net');
+      resources['virtio-net'] = { path: writeNetworkConfig(file, network, { freshPorts: vm.parentVm !== null }) };
+    }
     const live = new LiveInstance(name, vm.id, this.host(this.episodeOf(vm)), resources);
     this.#live.get(vm.id)?.end();
     this.#live.set(vm.id, live);
     return live;
+  }
+
+  /** The network its Smolfile gives `vm` (docs/network.md), or null: off, or a Smolfile that no longer loads. */
+  protected networkOf(vm: VmRecord): SmolfileNetwork | null {
+    const { path: file, text } = this.episodeOf(vm).smolfile;
+    const network = parseSmolfile(text, { path: file }).smolfile?.network;
+    return network?.enabled ? network : null;
   }
 
   // ---- the guest agent (docs/agent.md) ----
@@ -534,7 +551,8 @@ export class EngineCore {
     vm.layerHead = null;
     try {
       const vsock = plan.agent ? { vsock: { path: live.resources['virtio-vsock']!.path, cid: GUEST_CID } } : {};
-      const options = { ...plan.options, ...vsock };
+      const net = live.resources['virtio-net'];
+      const options = { ...plan.options, ...vsock, ...(net && { resources: { 'virtio-net': net } }) };
       if (options.disk) {
         const base = await adoptBaseImage(this.options.home, options.disk.base);
         options.disk = { base, top: live.diskTop! };
