@@ -6,6 +6,7 @@ import { benchConsole, formatConsoleBenchResult } from '../bench/console.js';
 import { benchExec, benchFiles } from '../bench/agent.js';
 import { benchDisk, formatDiskBenchResult, type DiskBenchResult } from '../bench/disk.js';
 import { benchImage, formatImageBenchResult } from '../bench/image.js';
+import { benchPack, formatPackBenchResult } from '../bench/pack.js';
 import { benchReset } from '../bench/reset.js';
 import { benchRestoreLinux } from '../bench/restore-linux.js';
 import { benchSdk } from '../bench/sdk.js';
@@ -34,6 +35,7 @@ export const BENCHMARKS = [
   'disk',
   'sdk',
   'image',
+  'pack',
 ] as const;
 const SNAPSHOT_BENCHMARKS = ['snapshot', 'restore', 'fork', 'fanout'] as const;
 /** Guest RAM sizes the snapshot benchmarks measure unless --memory names one. */
@@ -57,6 +59,7 @@ export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--ke
                        [--cmdline STR] [--qemu FILE]
        smol bench sdk [--json] [--runs N] [--forks N] [-f SMOLFILE]
        smol bench image [--json] [--runs N]
+       smol bench pack [--json] [--runs N] [--memory MiB]
 
 Benchmarks:
   vm-create   create → first serial byte of a printing tiny guest, and a create+kill cycle
@@ -98,6 +101,10 @@ Benchmarks:
   image       pull and convert a ~100 MiB OCI image (this machine's files, 3 layers) from a registry on
               loopback (docker-registry) into a root disk, against skopeo copy + tar -x + mke2fs -d by hand
               in the same run; prints both and the ratio (goal: at most 1.2). As root; 3 runs by default
+  pack        through two real engines: the dirty guest (256 and 2048 MiB, 16 and 128 MiB touched)
+              checkpointed, its snapshot packed into a .smolmachine (time, file size), opened in the other
+              data dir until the guest verified its memory, against a restore of the same snapshot from
+              that store in the same run; the ratio (goal: at most 1.5). 3 runs by default
 
 Options:
   --runs N        measured runs per metric, 1 to 10000 (default 20 for vm-create, snapshot, restore
@@ -149,7 +156,8 @@ export type BenchArgs =
   | { name: 'ui'; json: boolean; runs: number; episodes: number; snapshots: number; lines: number; chromium: string }
   | { name: 'console'; json: boolean; runs: number; lines: number }
   | { name: 'sdk'; json: boolean; runs: number; smolfile: string; forks: number }
-  | { name: 'image'; json: boolean; runs: number };
+  | { name: 'image'; json: boolean; runs: number }
+  | { name: 'pack'; json: boolean; runs: number; memoryMiB: number[] };
 
 const FLAGS = {
   json: { type: 'boolean', default: false },
@@ -242,6 +250,14 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
       json: flags.json,
       runs: parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 100, default: 3 }),
     };
+  }
+  if (name === 'pack') {
+    const misplaced = Object.keys(flags).find((flag) => !['json', 'runs', 'memory', 'linux', 'help'].includes(flag));
+    if (misplaced || flags.linux)
+      throw new UsageError('bench', `--${misplaced ?? 'linux'} is not an option of the pack benchmark`);
+    const runs = parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 100, default: 3 });
+    const memory = parseIntegerFlag('bench', '--memory', flags.memory, { min: 32, max: 65_536, default: 0 });
+    return { name, json: flags.json, runs, memoryMiB: memory === 0 ? SNAPSHOT_MEMORY_MIB : [memory] };
   }
   for (const file of ['kernel', 'initrd', 'qemu', 'file'] as const) {
     if (flags[file] === '') throw new UsageError('bench', `--${file} needs a file`);
@@ -367,6 +383,14 @@ export async function runBench(argv: string[]): Promise<number> {
     const progress = (line: string) => process.stderr.write(`bench image: ${line}\n`);
     const result = await benchImage({ runs: args.runs, progress });
     process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatImageBenchResult(result));
+    return 0;
+  }
+  if (args.name === 'pack') {
+    const progress = (line: string) => process.stderr.write(`bench pack: ${line}\n`);
+    const guestDir = path.dirname(DEFAULT_BENCH_GUEST);
+    const options = { runs: args.runs, memoryMiB: args.memoryMiB, touchedMiB: [16, 128], guestDir, progress };
+    const result = await benchPack(options);
+    process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatPackBenchResult(result));
     return 0;
   }
   if (args.name === 'console') {

@@ -17,6 +17,7 @@ from ._types import (
     Logs,
     MemoryStats,
     MetricsHistory,
+    Packed,
     PulledImage,
     Ref,
     RemovedImages,
@@ -68,6 +69,15 @@ def openapi() -> Call[Dict[str, Any]]:
 
 def up(smolfile: str, name: Optional[str]) -> Call[Up]:
     return _call("POST", "/episodes", Up.from_json, _drop_none(smolfile=smolfile, name=name))
+
+
+def up_from(machine_file: str, name: Optional[str]) -> Call[Up]:
+    return _call("POST", "/machines", Up.from_json, _drop_none(path=machine_file, name=name))
+
+
+def pack(source: Ref, machine_file: str) -> Call[Packed]:
+    body = {"source": ref_of(source, "source"), "path": machine_file}
+    return _call("POST", "/machines/pack", Packed.from_json, body)
 
 
 def episodes() -> Call[List[Episode]]:

@@ -174,6 +174,30 @@ class Up:
 
 
 @dataclass(frozen=True)
+class Packed:
+    """What ``pack`` wrote: the .smolmachine file (docs/smolmachine.md) and the snapshot in it."""
+
+    path: str
+    bytes: int
+    snapshot: str
+    snapshot_name: str
+    memory_data: int
+    """Bytes of non-zero guest RAM pages the file holds, over the snapshot's memory layers."""
+    layers: int
+
+    @classmethod
+    def from_json(cls, j: Json) -> "Packed":
+        return cls(
+            path=j["path"],
+            bytes=j["bytes"],
+            snapshot=j["snapshot"]["id"],
+            snapshot_name=j["snapshot"]["name"],
+            memory_data=j["memoryData"],
+            layers=j["layers"],
+        )
+
+
+@dataclass(frozen=True)
 class ForkResult:
     """The new VMs, and the fork point (a snapshot of kind ``fork``) for a fork of a VM."""
 

@@ -76,6 +76,7 @@ from ._types import (
     SmolfileExample,
     Snapshot,
     SnapshotNode,
+    Packed,
     Up,
     Vm,
     build_tree,
@@ -508,6 +509,12 @@ class AsyncSmol:
 
     async def up(self, smolfile: "Union[str, os.PathLike[str]]", name: Optional[str] = None) -> Up:
         return await self._call(calls.up(fspath(smolfile), name))
+
+    async def up_from(self, machine_file: "Union[str, os.PathLike[str]]", name: Optional[str] = None) -> Up:
+        return await self._call(calls.up_from(fspath(machine_file), name))
+
+    async def pack(self, source: Ref, machine_file: "Union[str, os.PathLike[str]]") -> Packed:
+        return await self._call(calls.pack(source, fspath(machine_file)))
 
     async def episodes(self) -> List[Episode]:
         return await self._call(calls.episodes())

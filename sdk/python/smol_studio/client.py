@@ -74,6 +74,7 @@ from ._types import (
     SmolfileExample,
     Snapshot,
     SnapshotNode,
+    Packed,
     Up,
     Vm,
     build_tree,
@@ -528,6 +529,15 @@ class Smol:
     def up(self, smolfile: "Union[str, os.PathLike[str]]", name: Optional[str] = None) -> Up:
         """A new episode from a Smolfile; its first VM is running when this returns."""
         return self._call(calls.up(fspath(smolfile), name))
+
+    def up_from(self, machine_file: "Union[str, os.PathLike[str]]", name: Optional[str] = None) -> Up:
+        """A new episode from a .smolmachine file (docs/smolmachine.md): its first VM goes on from the packed state.
+        The file is checked whole first; a damaged one, a newer format or a CPU lacking its features is refused."""
+        return self._call(calls.up_from(fspath(machine_file), name))
+
+    def pack(self, source: Ref, machine_file: "Union[str, os.PathLike[str]]") -> Packed:
+        """Packs a VM (a running one is checkpointed first) or a snapshot into a .smolmachine file."""
+        return self._call(calls.pack(source, fspath(machine_file)))
 
     def episodes(self) -> List[Episode]:
         return self._call(calls.episodes())

@@ -4,6 +4,7 @@ console, count.elf prints count=N twenty times a second) on this machine's /dev/
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 import warnings
@@ -47,7 +48,7 @@ def test_connect_starts_the_engine_once_and_a_second_client_shares_it(home: Engi
         "removeImage", "pruneImages", "getEpisode", "deleteEpisode", "listSnapshots", "listVms", "getVm", "removeVm",
         "checkpoint", "forkVm", "restore", "stopVm", "startVm", "pauseVm", "resumeVm", "resetVm", "memoryStats",
         "metrics", "logs", "screen", "recording", "writeConsole", "getSnapshot", "updateSnapshot",
-        "deleteSnapshot", "forkSnapshot", "gc", "listen", "unlisten", "shutdown", "console", "events", "execStream",
+        "deleteSnapshot", "forkSnapshot", "packMachine", "openMachine", "gc", "listen", "unlisten", "shutdown", "console", "events", "execStream",
     }
     assert called - operations == set(), "calls of the Python SDK the engine does not document"
     missing = operations - called - {"exec"}  # the exec POST: the SDK streams instead
@@ -131,6 +132,26 @@ def test_restore_rewinds_the_guest_to_the_checkpoint(smol: smol_studio.Smol, cou
         after = first_live_count(smol, ep.vm)
         # It counts on from the checkpoint (at or a little before the first line seen after it), not from where it was.
         assert after <= at_mark + 2 and after < later - 30, (at_mark, later, after)
+
+
+def test_pack_and_up_from_go_on_counting_where_it_was(home: EngineHome, smol: smol_studio.Smol, count_file: str) -> None:
+    machine = f"{home.dir}-count.smolmachine"
+    with smol.episode_scope(count_file) as ep:
+        before = eventually("count past 20", lambda: (lambda n: n if n > 20 else None)(first_live_count(smol, ep.vm)), 60)
+        packed = smol.pack(ep.vm, machine)
+        assert packed.path == machine and packed.layers == 1 and 0 < packed.memory_data < 16 << 20
+        at_pack = first_live_count(smol, ep.vm)
+    try:
+        opened = smol.up_from(machine)
+        try:
+            assert opened.vm.state == "running" and opened.vm.snapshot == packed.snapshot
+            after = first_live_count(smol, opened.vm)
+            # It goes on from the checkpoint pack took, between the counts seen before and after it.
+            assert before < after <= at_pack + 2, (before, at_pack, after)
+        finally:
+            smol.destroy(opened.episode)
+    finally:
+        os.remove(machine)
 
 
 def test_reset_gives_a_fresh_machine(smol: smol_studio.Smol, count_file: str) -> None:
