@@ -117,6 +117,19 @@ describe('a counting guest packed in one data dir and opened in another', { time
     expect(packed.memoryData).toBeLessThan(16 << 20); // zero pages are not in it
   });
 
+  it('pack of a snapshot packs its chain alone, without a screen', async () => {
+    const first = path.join(scratch, 'first.smolmachine');
+    const result = await a.json<PackMachineResponse>(['pack', 'first', '-o', first]);
+    expect(result.snapshot.name).toBe('first');
+    expect(result.layers).toBe(1);
+    const inspected = await a.json<{ manifest: MachineManifest }>(['inspect', first]);
+    expect(inspected.manifest.console).toBeNull();
+    expect(inspected.manifest.made.from).toBe('first');
+    const missing = await a.smol(['pack', 'no-such-thing', '-o', first]);
+    expect(missing.status).toBe(3);
+    expect(missing.stderr).toContain('no snapshot no-such-thing');
+  });
+
   it('inspect checks the file and prints its manifest, for people and as JSON', async () => {
     const text = await b.smol(['inspect', file]);
     expect(text.status).toBe(0);
