@@ -40,7 +40,7 @@ import { EngineCore, type EngineOptions } from './engine-core.js';
 import { METRICS_INTERVAL_MS } from './metrics.js';
 import { EpisodeRecord, LIVE_STATES, freshName, vmView, type VmRecord } from './episode-registry.js';
 import { checkStore, untrusted } from './store-check.js';
-import { packSnapshot, placeMachineFiles, removeTemp, unpackMachine } from './machines.js';
+import { packSnapshot, placeMachineFiles, removeImportLeftovers, removeTemp, unpackMachine } from './machines.js';
 import type { OpenMachineRequest, PackMachineRequest, PackMachineResponse } from '../api/machine-schema.js';
 import { SnapshotStore, newId } from './snapshot-store.js';
 
@@ -53,6 +53,7 @@ export class Engine extends EngineCore implements EngineApi {
   /** Opens the store (recovering it), loads the episodes and resumes the VMs the last engine suspended. */
   static async open(options: EngineOptions): Promise<Engine> {
     const store = await SnapshotStore.open(options.home, options.log);
+    await removeImportLeftovers(options.home, options.log);
     // What recovery could not mend by itself (docs/engine.md, "Checking the store"): refuse, and say how to repair.
     const problems = untrusted(await checkStore(options.home));
     if (problems.length > 0) {

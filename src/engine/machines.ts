@@ -3,7 +3,7 @@
 // packMachine/openMachine (engine.ts) call these; nothing here touches a VM.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { chmod, lstat, mkdir, readFile, rename, rm, stat, statfs, symlink, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readdir, readFile, rename, rm, stat, statfs, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { ApiFailure } from '../api/engine-api.js';
@@ -198,6 +198,14 @@ export async function placeMachineFiles(home: string, unpacked: Unpacked, episod
   await mkdir(path.dirname(dir), { recursive: true });
   await rename(unpacked.bootDir, dir);
   return path.join(dir, 'Smolfile');
+}
+
+/** At start-up (no import runs): what an engine that died while unpacking a machine left in SMOL_HOME/import. */
+export async function removeImportLeftovers(home: string, log: (line: string) => void): Promise<void> {
+  const dir = path.join(home, 'import');
+  const left = await readdir(dir).catch(() => []);
+  if (left.length) log(`engine: removed ${left.length} unfinished machine import(s) from ${dir}`);
+  await rm(dir, { recursive: true, force: true });
 }
 
 export async function removeTemp(unpacked: Unpacked): Promise<void> {
