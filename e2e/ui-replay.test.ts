@@ -93,6 +93,7 @@ describe('replay', () => {
   step('plays at 16x, sixteen times as far in the same time, and stops at the end', async () => {
     const { page } = ui;
     await page.getByLabel('Replay position').fill('0');
+    const end = Number(await page.getByLabel('Replay position').getAttribute('max'));
     await page.getByLabel('Replay speed').selectOption('16');
     await page.getByRole('button', { name: 'Play replay' }).click();
     await sleep(500);
@@ -101,8 +102,8 @@ describe('replay', () => {
     expect(at).toBeGreaterThan(3);
     await ui.shot('replay-03-playing-16x');
     await visible(page.getByRole('button', { name: 'Play replay' }), 60_000); // the end: it stops
-    const duration = Number(await page.getByLabel('Replay position').getAttribute('max'));
-    expect(await position()).toBeCloseTo(duration, 1);
+    // It played to the end it knew (the recording may have grown since, with the next marker).
+    expect(await position()).toBeGreaterThanOrEqual(end - 0.01);
     expect(ui.pageErrors).toEqual([]);
   });
 });

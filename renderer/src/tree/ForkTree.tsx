@@ -207,8 +207,9 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
           flow.current = instance;
           fit();
         }}
-        // A move with an event is the user's (wheel, drag, the zoom buttons); ours (setViewport) have none.
-        onMoveStart={(event) => {
+        // A move with an event is the user's (a wheel, a drag); ours (setViewport) have none. onMove, not onMoveStart:
+        // a click on a card starts a gesture that moves nothing, and must not count.
+        onMove={(event) => {
           if (event) [userMoved.current, wholeFit.current] = [true, false];
         }}
         onNodeClick={(_event, node) => {
