@@ -100,12 +100,12 @@ describe("smolvm's keys that Smol Studio does not support yet", () => {
   });
 
   it('are reported once per table, at its header, with what to do instead', () => {
-    const text = '[auth]\nssh_agent = true\n\n[dev]\ninit = ["make"]\n\n[restart]\npolicy = "always"\n';
+    const text = '[auth]\nssh_agent = true\n\n[fork]\nenabled = true\n\n[restart]\npolicy = "always"\n';
     expect(problemsIn(text)).toEqual([
       "1:1 error: smolvm's `auth` is not supported by Smol Studio yet: no SSH agent is forwarded into the guest; " +
         'remove the table',
-      "4:1 error: smolvm's `dev` is not supported by Smol Studio yet: put its `env`, `init`, `workdir` and `ports` " +
-        'at the top level (`volumes` is not supported either)',
+      "4:1 error: smolvm's `fork` is not supported by Smol Studio yet: fork any running VM or snapshot with " +
+        '`smol fork`; automatic checkpoints are set in `[snapshots]`',
       "7:1 error: smolvm's `restart` is not supported by Smol Studio yet: remove the table (a stopped episode is " +
         'started again with `smol start`)',
     ]);

@@ -21,18 +21,24 @@ export const KNOWN_KEYS: Readonly<Record<string, readonly string[]>> = {
     'net',
     'ports',
     'network',
+    'dev',
+    'service',
   ],
+  dev: ['env', 'init', 'workdir', 'ports'],
+  service: ['port', 'listen', 'protocol'],
   network: ['allow_hosts', 'allow_cidrs'],
   health: ['exec', 'interval', 'timeout', 'startup_grace', 'retries'],
   snapshots: ['auto_checkpoint', 'keep'],
 };
 
 /**
- * smolvm's keys (crates/smolvm-smolfile, docs/smolfile.md) that we do not support yet, with what to do instead
- * where there is something. Each one is an error: accepting them would promise behaviour the VM does not have.
+ * smolvm's keys (crates/smolvm-smolfile, docs/smolfile.md) that we do not support yet, by dotted path, with what to
+ * do instead where there is something. Each one is an error: accepting them would promise behaviour the VM does not
+ * have.
  */
 export const UNSUPPORTED_SMOLVM_KEYS: Readonly<Record<string, string>> = {
   volumes: 'there are no shared folders yet; copy files in with `init` commands or build them into the image',
+  'dev.volumes': 'there are no shared folders yet; copy files in with `init` commands or build them into the image',
   gpu: 'guests have no GPU device; remove the key',
   gpu_vram: 'guests have no GPU device; remove the key',
   rosetta: 'guests are x86-64 on x86-64 Linux hosts, so there is nothing to translate; remove the key',
@@ -42,13 +48,11 @@ export const UNSUPPORTED_SMOLVM_KEYS: Readonly<Record<string, string>> = {
   storage: "the guest's disk is its image; remove the key",
   overlay: "the guest's disk is its image, and every snapshot keeps its changes; remove the key",
   secrets: 'nothing is injected from the host yet; remove the table',
-  dev: 'put its `env`, `init`, `workdir` and `ports` at the top level (`volumes` is not supported either)',
   artifact: 'Smol Studio does not pack machines; remove the table',
   pack: 'Smol Studio does not pack machines; remove the table',
   fork: 'fork any running VM or snapshot with `smol fork`; automatic checkpoints are set in `[snapshots]`',
   restart: 'remove the table (a stopped episode is started again with `smol start`)',
   auth: 'no SSH agent is forwarded into the guest; remove the table',
-  service: 'Smol Studio does not deploy services; remove the table',
 };
 
 /** Damerau–Levenshtein distance with adjacent transpositions (optimal string alignment), case-insensitive. */

@@ -4,6 +4,7 @@
 import { isIPv4, isIPv6 } from 'node:net';
 import type { ProblemList } from './smolfile-problems.js';
 import { expected, readStringArray, readTable, type TomlTable } from './toml-values.js';
+import { formatKeyPath, type KeyPath } from './toml-locator.js';
 
 /** One TCP forward from the host's 127.0.0.1 to the guest. */
 export interface SmolfilePort {
@@ -119,8 +120,10 @@ export function cidrProblem(entry: string): string | null {
   return null;
 }
 
-function readPorts(problems: ProblemList, value: unknown): SmolfilePort[] | undefined {
-  const entries = readStringArray(problems, ['ports'], value);
+/** `ports` at `at` (`['ports']` or `['dev', 'ports']`). */
+function readPorts(problems: ProblemList, at: KeyPath, value: unknown): SmolfilePort[] | undefined {
+  const entries = readStringArray(problems, at, value);
+  const name = (index: number) => formatKeyPath([...at, index]);
   if (!entries) return undefined;
   const ports: SmolfilePort[] = [];
   const hostIndex = new Map<number, number>();
@@ -128,7 +131,7 @@ function readPorts(problems: ProblemList, value: unknown): SmolfilePort[] | unde
   entries.forEach((entry, index) => {
     const parsed = parsePortEntry(entry);
     if (typeof parsed === 'string') {
-      problems.error(['ports', index], `\`ports[${index}]\` ${JSON.stringify(entry)}: ${parsed}`);
+      problems.error([...at, index], `\`${name(index)}\` ${JSON.stringify(entry)}: ${parsed}`);
       ok = false;
       return;
     }
@@ -136,9 +139,9 @@ function readPorts(problems: ProblemList, value: unknown): SmolfilePort[] | unde
       const first = port.host === null ? undefined : hostIndex.get(port.host);
       if (first !== undefined) {
         problems.error(
-          ['ports', index],
-          `\`ports[${index}]\` ${JSON.stringify(entry)}: host port ${port.host} is forwarded already by ` +
-            `\`ports[${first}]\` (line ${problems.where(['ports', first]).line})`,
+          [...at, index],
+          `\`${name(index)}\` ${JSON.stringify(entry)}: host port ${port.host} is forwarded already by ` +
+            `\`${name(first)}\` (line ${problems.where([...at, first]).line})`,
         );
         ok = false;
         return;
@@ -149,8 +152,8 @@ function readPorts(problems: ProblemList, value: unknown): SmolfilePort[] | unde
   });
   if (ok && ports.length > NETWORK_LIMITS.ports) {
     problems.error(
-      ['ports'],
-      `\`ports\`: at most ${NETWORK_LIMITS.ports} forwards, ranges counted port by port; found ${ports.length}`,
+      at,
+      `\`${formatKeyPath(at)}\`: at most ${NETWORK_LIMITS.ports} forwards, ranges counted port by port; found ${ports.length}`,
     );
     return undefined;
   }
@@ -179,14 +182,23 @@ function readList(
   return ok ? entries : undefined;
 }
 
-/** The network keys; undefined when one of them is wrong (the problems say which). */
-export function readNetwork(problems: ProblemList, document: TomlTable): SmolfileNetwork | undefined {
+/**
+ * The network keys, with `[dev] ports` (`dev`, the table or `{}`) merged as smolvm merges it: a non-empty
+ * `dev.ports` replaces `ports`. Undefined when one of them is wrong (the problems say which).
+ */
+export function readNetwork(
+  problems: ProblemList,
+  document: TomlTable,
+  dev: TomlTable = {},
+): SmolfileNetwork | undefined {
   let enabled: boolean | undefined = NETWORK_DEFAULTS.enabled;
   if (document.net !== undefined) {
     enabled =
       typeof document.net === 'boolean' ? document.net : expected(problems, ['net'], 'true or false', document.net);
   }
-  const ports = document.ports === undefined ? [] : readPorts(problems, document.ports);
+  const topPorts = document.ports === undefined ? [] : readPorts(problems, ['ports'], document.ports);
+  const devPorts = dev.ports === undefined ? [] : readPorts(problems, ['dev', 'ports'], dev.ports);
+  const ports = !topPorts || !devPorts ? undefined : devPorts.length > 0 ? devPorts : topPorts;
   let allowHosts: string[] | undefined = [];
   let allowCidrs: string[] | undefined = [];
   if (document.network !== undefined) {
@@ -197,14 +209,15 @@ export function readNetwork(problems: ProblemList, document: TomlTable): Smolfil
     if (table.allow_cidrs !== undefined) allowCidrs = readList(problems, 'allow_cidrs', table.allow_cidrs, cidrProblem);
   }
   if (enabled === false) {
-    for (const [key, given] of [
-      ['ports', document.ports !== undefined],
-      ['network', document.network !== undefined],
+    for (const [at, given] of [
+      [['ports'], document.ports !== undefined],
+      [['dev', 'ports'], dev.ports !== undefined],
+      [['network'], document.network !== undefined],
     ] as const) {
       if (!given) continue;
       problems.error(
-        [key],
-        `\`${key}\` needs a network, and this Smolfile has none (\`net\` is false by default); add net = true`,
+        at,
+        `\`${formatKeyPath(at)}\` needs a network, and this Smolfile has none (\`net\` is false by default); add net = true`,
       );
     }
   }

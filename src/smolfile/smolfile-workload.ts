@@ -10,6 +10,7 @@ import {
   readTable,
   type TomlTable,
 } from './toml-values.js';
+import { formatKeyPath, type KeyPath } from './toml-locator.js';
 
 /** Keys that need the guest agent, so a bare kernel cannot have them. */
 export const AGENT_KEYS = ['entrypoint', 'cmd', 'env', 'workdir', 'user', 'init', 'health'] as const;
@@ -45,8 +46,9 @@ const DAY_MS = 24 * 3_600_000;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const USER = /^[^\s:]+(:[^\s:]+)?$/;
 
-function readEnv(problems: ProblemList, value: unknown): Record<string, string> | undefined {
-  const entries = readStringArray(problems, ['env'], value);
+/** `env` at `at` (`['env']` or `['dev', 'env']`): a name given twice in the one list is a warning, the last wins. */
+function readEnv(problems: ProblemList, at: KeyPath, value: unknown): Record<string, string> | undefined {
+  const entries = readStringArray(problems, at, value);
   if (!entries) return undefined;
   const env = new Map<string, string>();
   const firstIndex = new Map<string, number>();
@@ -56,17 +58,18 @@ function readEnv(problems: ProblemList, value: unknown): Record<string, string> 
     const name = equals < 0 ? entry : entry.slice(0, equals);
     if (equals < 0 || !ENV_NAME.test(name)) {
       const why = equals < 0 ? ' (no =)' : ' (a name is letters, digits and _, not starting with a digit)';
-      problems.error(['env', index], `\`env[${index}]\`: expected "NAME=value", found ${JSON.stringify(entry)}${why}`);
+      const where = formatKeyPath([...at, index]);
+      problems.error([...at, index], `\`${where}\`: expected "NAME=value", found ${JSON.stringify(entry)}${why}`);
       ok = false;
       return;
     }
     const first = firstIndex.get(name);
     if (first === undefined) firstIndex.set(name, index);
     else {
-      const line = problems.where(['env', first]).line;
+      const line = problems.where([...at, first]).line;
       problems.warning(
-        ['env', index],
-        `\`env[${index}]\` sets ${name} again (first at line ${line}); the last one wins`,
+        [...at, index],
+        `\`${formatKeyPath([...at, index])}\` sets ${name} again (first at line ${line}); the last one wins`,
       );
     }
     env.set(name, entry.slice(equals + 1));
@@ -74,29 +77,42 @@ function readEnv(problems: ProblemList, value: unknown): Record<string, string> 
   return ok ? Object.fromEntries(env) : undefined;
 }
 
+function readWorkdir(problems: ProblemList, at: KeyPath, value: unknown): string | undefined {
+  const dir = readString(problems, at, value, 'an absolute path in the guest');
+  return dir === undefined || dir.startsWith('/') ? dir : expected(problems, at, 'an absolute path', value);
+}
+
+/** The keys of smolvm's `[dev]` profile that Smol Studio reads (`volumes` is refused where keys are checked). */
+export const DEV_KEYS = ['env', 'init', 'workdir', 'ports'] as const;
+
 /**
- * The workload keys. When one of them is wrong the problems say so and the caller discards the result; the
- * fallbacks in it only keep its type simple.
+ * The workload keys, with `[dev]` (`dev`, the table or `{}`) merged in as smolvm merges it
+ * (src/cli/smolfile.rs, build_create_params): `dev.env` is appended to `env` (so a name in both takes the
+ * `[dev]` value), a non-empty `dev.init` replaces `init`, `dev.workdir` replaces `workdir`. When a key is wrong the
+ * problems say so and the caller discards the result; the fallbacks in it only keep its type simple.
  */
-export function readWorkload(problems: ProblemList, document: TomlTable): SmolfileWorkload {
-  const read = <T>(key: string, reader: (value: unknown) => T | undefined): T | null =>
-    document[key] === undefined ? null : (reader(document[key]) ?? null);
+export function readWorkload(problems: ProblemList, document: TomlTable, dev: TomlTable = {}): SmolfileWorkload {
+  const read = <T>(table: TomlTable, at: KeyPath, reader: (value: unknown) => T | undefined): T | null => {
+    const key = at.at(-1) as string;
+    return table[key] === undefined ? null : (reader(table[key]) ?? null);
+  };
+  const env = read(document, ['env'], (value) => readEnv(problems, ['env'], value));
+  const devEnv = read(dev, ['dev', 'env'], (value) => readEnv(problems, ['dev', 'env'], value));
+  const init = read(document, ['init'], (value) => readStringArray(problems, ['init'], value));
+  const devInit = read(dev, ['dev', 'init'], (value) => readStringArray(problems, ['dev', 'init'], value));
+  const workdir = read(document, ['workdir'], (value) => readWorkdir(problems, ['workdir'], value));
+  const devWorkdir = read(dev, ['dev', 'workdir'], (value) => readWorkdir(problems, ['dev', 'workdir'], value));
   return {
-    entrypoint: read('entrypoint', (value) => readStringArray(problems, ['entrypoint'], value)),
-    cmd: read('cmd', (value) => readStringArray(problems, ['cmd'], value)),
-    env: read('env', (value) => readEnv(problems, value)) ?? {},
-    workdir: read('workdir', (value) => {
-      const dir = readString(problems, ['workdir'], value, 'an absolute path in the guest');
-      return dir === undefined || dir.startsWith('/')
-        ? dir
-        : expected(problems, ['workdir'], 'an absolute path', value);
-    }),
-    user: read('user', (value) => {
+    entrypoint: read(document, ['entrypoint'], (value) => readStringArray(problems, ['entrypoint'], value)),
+    cmd: read(document, ['cmd'], (value) => readStringArray(problems, ['cmd'], value)),
+    env: { ...env, ...devEnv },
+    workdir: devWorkdir ?? workdir,
+    user: read(document, ['user'], (value) => {
       const what = 'a user name or uid, optionally with :group';
       const name = readString(problems, ['user'], value, what);
       return name === undefined || USER.test(name) ? name : expected(problems, ['user'], what, value);
     }),
-    init: read('init', (value) => readStringArray(problems, ['init'], value)) ?? [],
+    init: devInit?.length ? devInit : (init ?? []),
   };
 }
 

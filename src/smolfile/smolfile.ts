@@ -12,11 +12,12 @@ import {
   readHealth,
   readWorkload,
   AGENT_KEYS,
+  DEV_KEYS,
   type SmolfileHealth,
   type SmolfileWorkload,
 } from './smolfile-workload.js';
 import { locateKeys, formatKeyPath, type KeyPath } from './toml-locator.js';
-import { isTable, readDuration, readInteger, readTable, type TomlTable } from './toml-values.js';
+import { expected, isTable, readDuration, readInteger, readTable, type TomlTable } from './toml-values.js';
 import { parseDuration } from './duration.js';
 import { VM_LIMITS } from '../vmm/vm-options.js';
 
@@ -97,19 +98,27 @@ export function parseSmolfile(text: string, options: { path: string }): Smolfile
   const memoryMiB = optional(document.memory, (v) =>
     readInteger(problems, ['memory'], v, SMOLFILE_LIMITS.memoryMiB, 'a whole number of MiB'),
   );
+  // smolvm's [dev] profile, merged into the keys it shadows by readWorkload and readNetwork (docs/smolfile.md).
+  const dev = optional(document.dev, (v) => readTable(problems, ['dev'], v)) ?? {};
   if (document.image === undefined && document.kernel !== undefined) {
-    for (const key of AGENT_KEYS.filter((k) => document[k] !== undefined)) {
+    const agentKeys: KeyPath[] = [
+      ...AGENT_KEYS.filter((k) => document[k] !== undefined).map((k) => [k]),
+      ...DEV_KEYS.filter((k) => k !== 'ports' && dev[k] !== undefined).map((k) => ['dev', k]),
+    ];
+    for (const at of agentKeys) {
+      const key = formatKeyPath(at);
       problems.error(
-        [key],
+        at,
         `\`${key}\` needs the guest agent, which comes with an image, but this Smolfile boots a bare kernel ` +
           `(\`kernel\` and no \`image\`); add image = "builtin" or remove \`${key}\``,
       );
     }
   }
-  const workload = readWorkload(problems, document);
+  const workload = readWorkload(problems, document, dev);
   const health = optional(document.health, (v) => readHealth(problems, v));
   const snapshots = optional(document.snapshots, (v) => readSnapshots(problems, v));
-  const network = readNetwork(problems, document);
+  const network = readNetwork(problems, document, dev);
+  if (document.service !== undefined) readService(problems, document.service);
 
   if (problems.hasErrors()) return { smolfile: null, problems: problems.list() };
   const smolfile: Smolfile = {
@@ -195,9 +204,10 @@ function checkKeys(problems: ProblemList, table: KeyPath, value: TomlTable): voi
       if (ownValue(KNOWN_KEYS, formatKeyPath(keyPath)) && isTable(child)) checkKeys(problems, keyPath, child);
       continue;
     }
-    const instead = table.length === 0 ? ownValue(UNSUPPORTED_SMOLVM_KEYS, key) : undefined;
+    const instead = ownValue(UNSUPPORTED_SMOLVM_KEYS, formatKeyPath(keyPath));
     if (instead !== undefined) {
-      problems.error(keyPath, `smolvm's \`${key}\` is not supported by Smol Studio yet: ${instead}`);
+      const name = formatKeyPath(keyPath);
+      problems.error(keyPath, `smolvm's \`${name}\` is not supported by Smol Studio yet: ${instead}`);
       continue;
     }
     const suggestion = suggestKey(key, known);
@@ -209,6 +219,28 @@ function checkKeys(problems: ProblemList, table: KeyPath, value: TomlTable): voi
         : ` (its keys: ${known.join(', ')})`;
     problems.error(keyPath, `unknown key \`${formatKeyPath(keyPath)}\`${where}${hint}`);
   }
+}
+
+/**
+ * smolvm's `[service]`: the port (`port`, or its other name `listen`) and protocol a deployed service listens on.
+ * smolvm reads it only to deploy, never to run a machine, and Smol Studio does not deploy, so it has no effect: its
+ * values are checked, and a warning says so.
+ */
+function readService(problems: ProblemList, value: unknown): void {
+  const table = readTable(problems, ['service'], value);
+  if (!table) return;
+  for (const key of ['port', 'listen'] as const) {
+    if (table[key] !== undefined) readInteger(problems, ['service', key], table[key], { min: 1, max: 65535 }, 'a port');
+  }
+  const protocol = table.protocol;
+  if (protocol !== undefined && protocol !== 'http' && protocol !== 'tcp') {
+    expected(problems, ['service', 'protocol'], '"http" or "tcp"', protocol);
+  }
+  problems.warning(
+    ['service'],
+    "`[service]` is smolvm's deployment metadata and has no effect in Smol Studio, which does not deploy " +
+      'services; forward the port with `ports` (or `[dev] ports`) to reach it from the host',
+  );
 }
 
 function readSnapshots(problems: ProblemList, value: unknown): SmolfileSnapshots | undefined {
