@@ -341,7 +341,7 @@ export class EngineCore {
    * its disk writes, when it has one.
    */
   protected attach(vm: VmRecord, disk?: string): LiveInstance {
-    this.hub(vm); // before the instance exists, so none of its output is dropped
+    const hub = this.hub(vm); // before the instance exists, so none of its output is dropped
     const name = `${vm.id}#${++this.#instanceCount}`;
     const vsock = this.vsockPathOf(name);
     // A socket left by a VMM killed outright (the count restarts with the engine) must not pass for this one's.
@@ -356,7 +356,7 @@ export class EngineCore {
       const file = vsock.replace(/\.vsock$/, '.net');
       resources['virtio-net'] = { path: writeNetworkConfig(file, network, { freshPorts: vm.parentVm !== null }) };
     }
-    const live = new LiveInstance(name, vm.id, this.host(this.episodeOf(vm)), resources);
+    const live = new LiveInstance(name, vm.id, this.host(this.episodeOf(vm)), hub, resources);
     this.#live.get(vm.id)?.end();
     this.#live.set(vm.id, live);
     return live;
@@ -504,7 +504,7 @@ export class EngineCore {
     const live = this.#current(instance);
     if (!live) return;
     live.shell?.feed(data);
-    this.hubs.get(live.vm)?.push(data);
+    live.hub.push(data);
   }
 
   async #onExit(instance: string, exit: VmExit): Promise<void> {

@@ -5,14 +5,16 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { AgentClient } from '../agent-client/agent-client.js';
 import { LiveInstance } from './live-instance.js';
+import type { ConsoleHub } from './console-hub.js';
 import type { VmHost } from './vmhost.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'smol-live-'));
 const host = {} as VmHost; // never called here
+const hub = {} as ConsoleHub;
 
 describe('a live instance', () => {
   it('names its VM, and its disk goes on in the layer a checkpoint gave it', () => {
-    const live = new LiveInstance('vm-abcdefgh23#7', 'vm-abcdefgh23', host, {
+    const live = new LiveInstance('vm-abcdefgh23#7', 'vm-abcdefgh23', host, hub, {
       'virtio-vsock': { path: path.join(dir, 'a.vsock') },
       'virtio-blk': { path: path.join(dir, 'top-1') },
     });
@@ -27,7 +29,7 @@ describe('a live instance', () => {
     const top = path.join(dir, 'unfrozen');
     writeFileSync(top, 'a layer nobody froze');
     let closed = 0;
-    const live = new LiveInstance('vm-abcdefgh23#8', 'vm-abcdefgh23', host, { 'virtio-blk': { path: top } });
+    const live = new LiveInstance('vm-abcdefgh23#8', 'vm-abcdefgh23', host, hub, { 'virtio-blk': { path: top } });
     live.agent = {
       client: { close: () => void closed++ } as unknown as AgentClient,
       settled: Promise.resolve(),
@@ -44,7 +46,7 @@ describe('a live instance', () => {
   });
 
   it('has no disk to remove when it has none', () => {
-    const live = new LiveInstance('vm-abcdefgh23#9', 'vm-abcdefgh23', host, {});
+    const live = new LiveInstance('vm-abcdefgh23#9', 'vm-abcdefgh23', host, hub, {});
     expect(live.diskTop).toBeUndefined();
     expect(() => live.end()).not.toThrow();
   });

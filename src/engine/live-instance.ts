@@ -1,10 +1,12 @@
 // One native instance of a VM while it lives (docs/engine.md, "Live instances"): made at every boot, restore and
 // fork child, ended when it exits, is killed or is replaced. It holds everything the engine keeps about it, so that
 // nothing about an instance lives in a map of its own: its vmhost and its name there, what its devices use on the
-// host (the disk layer it writes, its vsock socket), the guest agent's client and a console shell while it bakes.
+// host (the disk layer it writes, its vsock socket, its network), the console hub its output goes to, the guest
+// agent's client and a console shell while it bakes.
 import { rmSync } from 'node:fs';
 import type { AgentClient } from '../agent-client/agent-client.js';
 import type { DeviceResources } from '../vmm/vm.js';
+import type { ConsoleHub } from './console-hub.js';
 import type { ConsoleShell } from './console-shell.js';
 import { isFrozenLayerSync } from './disk-layers.js';
 import type { VmHost } from './vmhost.js';
@@ -30,6 +32,8 @@ export class LiveInstance {
     /** The VM record it is the instance of. */
     readonly vm: string,
     readonly host: VmHost,
+    /** Its VM's console hub, where its output goes; the hub outlives it (a VM's console spans its instances). */
+    readonly hub: ConsoleHub,
     /**
      * What its devices use on the host, by device name (vm.ts, DeviceResources). It owns the disk layer it writes
      * (`virtio-blk`): removed when it ends, unless a checkpoint froze it into a snapshot first (then the snapshot
