@@ -109,7 +109,7 @@ export async function createMachine(
   await append(encodeHeader());
 
   /** Compressions run two at a time (one per core); their results are appended in order. */
-  let inFlight: Array<Promise<void>> = [];
+  const inFlight: Array<Promise<void>> = [];
   let tail: Promise<void> = Promise.resolve();
   const emit = (raw: Buffer, pieces: PackedFile['pieces'], at: number) => {
     const index = chunks.length;
