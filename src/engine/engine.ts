@@ -1,7 +1,7 @@
 // The engine (docs/engine.md): episodes and their VMs, each episode's VMs in one vmhost process, snapshots in the
 // store, consoles in hubs. This file is the API's operations; engine-core.ts is the machinery under them. Every
 // change is persisted before it is announced, and announced as an event.
-import { readFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import {
   ApiFailure,
@@ -324,6 +324,14 @@ export class Engine extends EngineCore implements EngineApi {
           };
         }),
       );
+    } catch (error) {
+      // Nothing of a failed open stays: the snapshots it published go, and so do its Smolfile and boot files.
+      for (const { manifest } of unpacked.snapshots) {
+        if (this.store.get(manifest.id)?.episode === id) await this.store.delete(manifest.id);
+      }
+      await this.store.gc(this.liveLayerHeads());
+      await rm(path.join(this.options.home, 'machines', id), { recursive: true, force: true });
+      throw error;
     } finally {
       await removeTemp(unpacked);
     }
