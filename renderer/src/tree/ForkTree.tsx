@@ -53,21 +53,24 @@ const SnapshotCard = memo(function SnapshotCard({ data }: NodeProps<SnapshotNode
       </div>
       {here.length > 0 && (
         <div className="here" aria-label="You are here">
-          {here.map((vm) => (
-            <button
-              key={vm.id}
-              className={`here-vm nodrag nopan state-${vm.state}${vm.id === current ? ' current' : ''}`}
-              title={`${vm.name} is here (${vm.state}); click to select it`}
-              aria-label={`Select VM ${vm.name}`}
-              aria-pressed={vm.id === current}
-              onClick={(event) => {
-                event.stopPropagation(); // the VM, not the snapshot
-                selectVm(store, vm.id);
-              }}
-            >
-              ▶ {vm.name}
-            </button>
-          ))}
+          {/* The selected VM's badge first: a card has room for two or three. */}
+          {[...here]
+            .sort((a, b) => Number(b.id === current) - Number(a.id === current))
+            .map((vm) => (
+              <button
+                key={vm.id}
+                className={`here-vm nodrag nopan state-${vm.state}${vm.id === current ? ' current' : ''}`}
+                title={`${vm.name} is here (${vm.state}); click to select it`}
+                aria-label={`Select VM ${vm.name}`}
+                aria-pressed={vm.id === current}
+                onClick={(event) => {
+                  event.stopPropagation(); // the VM, not the snapshot
+                  selectVm(store, vm.id);
+                }}
+              >
+                ▶ {vm.name}
+              </button>
+            ))}
         </div>
       )}
       <Handle type="source" position={Position.Right} isConnectable={false} />
