@@ -23,6 +23,7 @@
         "vmm/guest_mem.c",
         "vmm/i8042.c",
         "vmm/io.c",
+        "vmm/jail.c",
         "vmm/kvm_probe.c",
         "vmm/kvm_state.c",
         "vmm/loader.c",
@@ -61,10 +62,10 @@
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"],
       "defines": ["NAPI_VERSION=8"],
       "cflags": ["-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread"],
-      "cflags_c": ["-std=gnu11", "<!@(pkg-config --cflags slirp)"],
+      "cflags_c": ["-std=gnu11", "<!@(pkg-config --cflags slirp libseccomp)"],
       "cflags_cc": ["-std=c++17"],
       "ldflags": ["-pthread"],
-      "libraries": ["<!@(pkg-config --libs slirp)"]
+      "libraries": ["<!@(pkg-config --libs slirp libseccomp)"]
     }
   ]
 }

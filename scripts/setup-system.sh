@@ -2,6 +2,7 @@
 # The Debian packages Smol Studio needs on a fresh machine (run as root, or through sudo).
 #   build: a C compiler and make for the VMM, its tests and the tiny guests; libslirp-dev (with libglib2.0-dev and
 #          pkg-config, which its .pc file needs) for the network's user-mode stack (docs/network.md)
+#          libseccomp-dev for each vmhost's seccomp allow-list (docs/security.md)
 #   fuzz:  clang and its compiler-rt (libclang-rt-14-dev holds libFuzzer and the sanitizer runtimes clang links;
 #          `clang` alone does not pull it in without recommends): the snapshot loader's fuzzer (npm run fuzz)
 #   lab:   QEMU (TCG with emulated SVM), busybox, cpio, xz: the KVM lab (docs/lab.md)
@@ -14,7 +15,7 @@
 # The guest kernel build (smol guest build) installs its own packages when it runs.
 set -euo pipefail
 
-packages=(build-essential python3 libslirp-dev libglib2.0-dev pkg-config clang libclang-rt-14-dev qemu-system-x86 busybox-static cpio xz-utils util-linux chromium
+packages=(build-essential python3 libslirp-dev libseccomp-dev libglib2.0-dev pkg-config clang libclang-rt-14-dev qemu-system-x86 busybox-static cpio xz-utils util-linux chromium
   python3-pytest python3-wsproto python3-h11 python3-venv
   e2fsprogs attr docker-registry skopeo zstd)
 

@@ -2,12 +2,17 @@
 // docs/vmm.md.
 #include <napi.h>
 
+#include <cerrno>
+
 #include "disk_wrap.h"
 #include "vm_wrap.h"
 
 extern "C" {
+#include "jail.h"
 #include "kvm_probe.h"
 }
+
+#include <cstdio>
 
 Napi::FunctionReference* VmWrapConstructor(Napi::Env env, Napi::Function ctor);
 
@@ -32,6 +37,54 @@ static Napi::Value KvmProbe(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// jailLockdown({ reportFd?, nofile? }): the vmhost's jail (docs/security.md); throws with the reason it failed.
+static Napi::Value JailLockdown(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  struct jail_options o = {-1, 0};
+  if (info.Length() > 0 && info[0].IsObject()) {
+    Napi::Object opts = info[0].As<Napi::Object>();
+    Napi::Value fd = opts.Get("reportFd");
+    if (!fd.IsUndefined()) {
+      if (!fd.IsNumber() || fd.As<Napi::Number>().Int32Value() < 0) {
+        Napi::TypeError::New(env, "jailLockdown: reportFd must be a file descriptor").ThrowAsJavaScriptException();
+        return env.Undefined();
+      }
+      o.report_fd = fd.As<Napi::Number>().Int32Value();
+    }
+    Napi::Value nofile = opts.Get("nofile");
+    if (!nofile.IsUndefined()) {
+      if (!nofile.IsNumber() || nofile.As<Napi::Number>().Int64Value() < 64) {
+        Napi::TypeError::New(env, "jailLockdown: nofile must be a number of at least 64").ThrowAsJavaScriptException();
+        return env.Undefined();
+      }
+      o.nofile = nofile.As<Napi::Number>().Uint32Value();
+    }
+  }
+  struct jail_status st = {};
+  struct vm_error err = {};
+  if (jail_lockdown(&o, &st, &err) < 0) {
+    Napi::Error e = Napi::Error::New(env, err.msg);
+    e.Set("code", Napi::String::New(env, err.code == EBUSY ? "EBUSY" : "EJAIL"));
+    e.Set("errno", Napi::Number::New(env, err.code));
+    e.ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  char caps[24];
+  snprintf(caps, sizeof(caps), "%016llx", st.cap_eff);
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("seccomp", st.seccomp != 0);
+  out.Set("noNewPrivs", st.no_new_privs != 0);
+  out.Set("capEff", caps);
+  out.Set("nofile", st.nofile);
+  return out;
+}
+
+// A test hook (the vmhost offers it only with SMOL_TEST_HOOKS=1): a call no allow-list has.
+static Napi::Value JailTestForbidden(const Napi::CallbackInfo& info) {
+  jail_test_forbidden();
+  return info.Env().Undefined();
+}
+
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   Napi::Function ctor = VmWrap::Define(env);
   VmWrapConstructor(env, ctor);
@@ -43,6 +96,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("diskInfo", Napi::Function::New<DiskInfo>(env, "diskInfo"));
   exports.Set("flattenDiskLayer", Napi::Function::New<FlattenDiskLayer>(env, "flattenDiskLayer"));
   exports.Set("snapshotInfo", Napi::Function::New<SnapshotInfo>(env, "snapshotInfo"));
+  exports.Set("jailLockdown", Napi::Function::New<JailLockdown>(env, "jailLockdown"));
+  exports.Set("jailTestForbidden", Napi::Function::New<JailTestForbidden>(env, "jailTestForbidden"));
   return exports;
 }
 

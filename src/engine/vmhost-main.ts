@@ -2,7 +2,7 @@
 // "Processes"). It does what the engine asks and reports console output and exits; it keeps no state of its own
 // beyond the live VMs, so when it dies the engine loses only those VMs, never a snapshot.
 import { Vm } from '../vmm/vm.js';
-import { loadNative } from '../vmm/native.js';
+import { loadNative, type JailStatus } from '../vmm/native.js';
 import { engineChannel } from './vmhost-parent.js';
 import { errorData } from '../api/error-codes.js';
 import {
@@ -14,6 +14,27 @@ import {
 } from './vmhost-protocol.js';
 
 const engine = engineChannel();
+
+/**
+ * The jail (docs/security.md): before any VM exists, so before any guest's first instruction, and for every thread
+ * of this process. SMOL_JAIL=0 leaves it off (the bench's comparison); a jail that cannot be put in place ends the
+ * vmhost rather than run VMs outside it.
+ */
+function lockdown(): JailStatus | null {
+  if (process.env.SMOL_JAIL === '0') return null;
+  const fd = Number(process.env.SMOL_VMHOST_REPORT_FD);
+  try {
+    return loadNative().jailLockdown(Number.isInteger(fd) && fd > 2 ? { reportFd: fd } : {});
+  } catch (error) {
+    process.stderr.write(`smol vmhost ${process.env.SMOL_VMHOST ?? ''}: ${(error as Error).message}\n`);
+    process.exit(70);
+  }
+}
+const jail = lockdown();
+
+// Test hooks, only with SMOL_TEST_HOOKS=1 (production never sets it): SIGURG makes this process call a system call no
+// allow-list has, as a device model a guest subverted might.
+if (process.env.SMOL_TEST_HOOKS === '1') process.on('SIGURG', () => loadNative().jailTestForbidden());
 
 const vms = new Map<string, Vm>();
 /** Console input the VMM's queue had no room for yet, per VM; retried until it is taken or the VM ends. */
@@ -143,4 +164,4 @@ engine.onGone(() => {
   void Promise.allSettled([...vms.values()].map((vm) => vm.kill())).then(() => process.exit(0));
 });
 
-send({ kind: 'ready', pid: process.pid });
+send({ kind: 'ready', pid: process.pid, jail });

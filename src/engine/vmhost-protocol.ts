@@ -3,6 +3,7 @@
 // with a generic dispatcher (vmhost-main.ts). Messages go over Node's IPC channel with advanced serialization (or an
 // Electron MessagePort), so console bytes travel as Buffers. A failure keeps its name, message and errno code.
 import type { ErrorData } from '../api/error-codes.js';
+import type { JailStatus } from '../vmm/native.js';
 import type { CheckpointInfo, DeviceResources, MemoryStats, VmExit, VmOptions } from '../vmm/vm.js';
 
 /** Checkpoint progress: pages of memory written so far, of all. */
@@ -78,4 +79,4 @@ export type HostMessageOut =
   | { kind: 'console'; vm: string; data: Uint8Array }
   | { kind: 'exit'; vm: string; exit: VmExit }
   | { kind: 'progress'; seq: number; done: number; total: number }
-  | { kind: 'ready'; pid: number };
+  | { kind: 'ready'; pid: number; jail?: JailStatus | null };

@@ -2,7 +2,9 @@
 // When the process dies, every pending request fails and `died` says how (docs/engine.md, "Processes").
 import { EventEmitter } from 'node:events';
 import type { VmExit } from '../vmm/vm.js';
-import { forkVmHost, type VmHostLauncher, type VmHostProcess } from './vmhost-launcher.js';
+import type { Readable } from 'node:stream';
+import type { JailStatus } from '../vmm/native.js';
+import { forkVmHost, REPORT_FD, type VmHostLauncher, type VmHostProcess } from './vmhost-launcher.js';
 import { CodedError } from '../api/error-codes.js';
 import type {
   HostArgs,
@@ -35,6 +37,8 @@ export class VmHost extends EventEmitter<VmHostEvents> {
   #closing = false;
   #dead: string | null = null;
   #disconnected = false;
+  /** What the vmhost's jail put in force (null: SMOL_JAIL=0), once it is ready. */
+  jail: JailStatus | null = null;
 
   constructor(
     readonly label: string,
@@ -48,7 +52,25 @@ export class VmHost extends EventEmitter<VmHostEvents> {
     });
     this.ready.catch(() => undefined);
     this.#child.on('message', (message: HostMessageOut) => this.#onMessage(message));
-    this.#child.on('exit', (code, signal) => this.#onExit(signal ? `signal ${signal}` : `exit code ${code}`));
+    // The jail's report (a forbidden system call's name) comes on its own pipe, which may still hold it at 'exit'.
+    const report = this.#child.stdio?.[REPORT_FD] as Readable | null | undefined;
+    let reported = '';
+    const reportDone = report
+      ? new Promise<void>((resolve) => {
+          report.on('data', (chunk: Buffer) => (reported = (reported + chunk.toString()).slice(-4096)));
+          report.on('error', () => resolve());
+          report.on('close', () => resolve());
+        })
+      : Promise.resolve();
+    this.#child.on('exit', (code, signal) => {
+      const how = signal ? `signal ${signal}` : `exit code ${code}`;
+      if (signal !== 'SIGSYS') return this.#onExit(how);
+      const waited = new Promise<void>((resolve) => setTimeout(resolve, 1000).unref());
+      void Promise.race([reportDone, waited]).then(() => {
+        const seccomp = /seccomp: [^\n]+/.exec(reported)?.[0];
+        this.#onExit(seccomp ? `${seccomp}, ${how}` : how);
+      });
+    });
     // Without a listener, a failed spawn or a send on a closed channel would be thrown into the engine.
     this.#child.on('error', (error) => {
       if (this.#child.exitCode === null && this.#child.signalCode === null && this.#child.pid === undefined)
@@ -117,6 +139,7 @@ export class VmHost extends EventEmitter<VmHostEvents> {
         this.emit('exit', message.vm, message.exit);
         break;
       case 'ready':
+        this.jail = message.jail ?? null;
         break;
     }
   }

@@ -219,6 +219,23 @@ export interface NativeBinding {
    * and its parents'), without reading guest memory; rejects with the VMM's message and code.
    */
   snapshotInfo(dir: string): Promise<SnapshotInfo>;
+  /**
+   * Jails the calling process (docs/security.md): core dumps off, `nofile` open files, no capabilities,
+   * no_new_privs and the seccomp allow-list on every thread; a forbidden call writes `seccomp: <name>` to `reportFd`
+   * (default stderr) and the process dies by SIGSYS. Once per process.
+   */
+  jailLockdown(options?: { reportFd?: number; nofile?: number }): JailStatus;
+  /** Test hook: a system call no allow-list has (personality). A jailed process does not return from it. */
+  jailTestForbidden(): void;
+}
+
+/** What jailLockdown put in force. */
+export interface JailStatus {
+  seccomp: boolean;
+  noNewPrivs: boolean;
+  /** The effective capability set, as /proc/PID/status's CapEff shows it (16 hex digits). */
+  capEff: string;
+  nofile: number;
 }
 
 /** What `snapshotInfo` found in a snapshot directory. */

@@ -1,0 +1,35 @@
+/*
+ * The vmhost's jail (docs/security.md): resource limits, no capabilities, no_new_privs and a seccomp allow-list for
+ * the whole process, a shorter one stacked on each vCPU thread. A forbidden call is reported as "seccomp: <name>" on
+ * report_fd and the process dies by SIGSYS.
+ */
+#ifndef SMOL_JAIL_H
+#define SMOL_JAIL_H
+
+#include "error.h"
+
+struct jail_options {
+	int report_fd;		/* where a forbidden call's name is written; -1: stderr */
+	unsigned nofile;	/* RLIMIT_NOFILE's soft and hard limit; 0: the default (4096) */
+};
+
+struct jail_status {
+	int seccomp;		/* the process-wide filter is in force */
+	int no_new_privs;
+	unsigned long long cap_eff;	/* the effective capability set after the drop */
+	unsigned nofile;
+};
+
+/* Locks the calling process down; every thread it has gets the filter (TSYNC). Once only. */
+int jail_lockdown(const struct jail_options *o, struct jail_status *st, struct vm_error *err);
+
+/* Whether jail_lockdown has run (vCPU threads then add their own filter). */
+int jail_active(void);
+
+/* Called first by each vCPU thread: stacks the vCPU list on the calling thread. 0, or -errno. */
+int jail_vcpu_thread(void);
+
+/* A test hook (SMOL_TEST_HOOKS=1 only): makes a call no list allows (personality(2)). Does not return when jailed. */
+void jail_test_forbidden(void);
+
+#endif
