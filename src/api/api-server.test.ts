@@ -260,9 +260,9 @@ describe('API transport', () => {
     expect(bad.status).toBe(400);
     expect(s.ApiError.parse(JSON.parse(bad.text)).error).toMatchObject({ code: 400, message: /^body: malformed JSON/ });
     const fork = (body: unknown) => failure(client.request('POST', `/api/v1/vms/${VM}/fork`, body));
-    expect(await fork({ count: 0 })).toEqual({ status: 400, message: 'count: expected a number from 1 to 64' });
-    expect(await fork({ count: '2' })).toEqual({ status: 400, message: 'count: expected a number from 1 to 64' });
-    expect((await fork({ count: 2.5 })).message).toBe('count: expected a whole number from 1 to 64');
+    expect(await fork({ count: 0 })).toEqual({ status: 400, message: 'count: expected a number from 1 to 1024' });
+    expect(await fork({ count: '2' })).toEqual({ status: 400, message: 'count: expected a number from 1 to 1024' });
+    expect((await fork({ count: 2.5 })).message).toBe('count: expected a whole number from 1 to 1024');
     expect((await fork([])).message).toBe('body: expected a JSON object');
     const up = (body: unknown) => failure(client.request('POST', '/api/v1/episodes', body));
     expect((await up({ smolfile: 5 })).message).toBe('smolfile: expected a string of 1 to 4096 characters');

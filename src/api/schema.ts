@@ -138,8 +138,11 @@ export const CheckpointRequest = z
   .strict()
   .meta({ id: 'CheckpointRequest' });
 
+/** The most children one fork asks for; they are admitted as the host can take them (docs/engine.md, "Bursts"). */
+export const MAX_FORK_COUNT = 1024;
+
 export const ForkRequest = z
-  .object({ count: z.number().int().min(1).max(64).default(1) })
+  .object({ count: z.number().int().min(1).max(MAX_FORK_COUNT).default(1) })
   .strict()
   .meta({ id: 'ForkRequest' });
 

@@ -7,6 +7,7 @@ import { benchExec, benchFiles } from '../bench/agent.js';
 import { benchDisk, formatDiskBenchResult, type DiskBenchResult } from '../bench/disk.js';
 import { benchImage, formatImageBenchResult } from '../bench/image.js';
 import { benchPack, formatPackBenchResult } from '../bench/pack.js';
+import { benchBurst, formatBurstBenchResult } from '../bench/burst.js';
 import { benchReset } from '../bench/reset.js';
 import { benchRestoreLinux } from '../bench/restore-linux.js';
 import { benchSdk } from '../bench/sdk.js';
@@ -36,6 +37,7 @@ export const BENCHMARKS = [
   'sdk',
   'image',
   'pack',
+  'burst',
 ] as const;
 const SNAPSHOT_BENCHMARKS = ['snapshot', 'restore', 'fork', 'fanout'] as const;
 /** Guest RAM sizes the snapshot benchmarks measure unless --memory names one. */
@@ -60,6 +62,7 @@ export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--ke
        smol bench sdk [--json] [--runs N] [--forks N] [-f SMOLFILE]
        smol bench image [--json] [--runs N]
        smol bench pack [--json] [--runs N] [--memory MiB]
+       smol bench burst [--json] [--runs N] [--count N]
 
 Benchmarks:
   vm-create   create → first serial byte of a printing tiny guest, and a create+kill cycle
@@ -105,6 +108,10 @@ Benchmarks:
               checkpointed, its snapshot packed into a .smolmachine (time, file size), opened in the other
               data dir until the guest verified its memory, against a restore of the same snapshot from
               that store in the same run; the ratio (goal: at most 1.5). 3 runs by default
+  burst       through a real engine: fork --count children (default 256, 1 to 1024) of a running
+              echo guest (16 MiB) in one request: the time until all run, each child's time to its
+              running event (p50, p99), and the engine's and vmhost's fds and RSS after removing them.
+              3 runs by default
 
 Options:
   --runs N        measured runs per metric, 1 to 10000 (default 20 for vm-create, snapshot, restore
@@ -157,7 +164,8 @@ export type BenchArgs =
   | { name: 'console'; json: boolean; runs: number; lines: number }
   | { name: 'sdk'; json: boolean; runs: number; smolfile: string; forks: number }
   | { name: 'image'; json: boolean; runs: number }
-  | { name: 'pack'; json: boolean; runs: number; memoryMiB: number[] };
+  | { name: 'pack'; json: boolean; runs: number; memoryMiB: number[] }
+  | { name: 'burst'; json: boolean; runs: number; count: number };
 
 const FLAGS = {
   json: { type: 'boolean', default: false },
@@ -170,6 +178,7 @@ const FLAGS = {
   memory: { type: 'string' },
   qemu: { type: 'string' },
   forks: { type: 'string' },
+  count: { type: 'string' },
   file: { type: 'string', short: 'f' },
   episodes: { type: 'string' },
   snapshots: { type: 'string' },
@@ -249,6 +258,17 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
       name,
       json: flags.json,
       runs: parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 100, default: 3 }),
+    };
+  }
+  if (name === 'burst') {
+    const misplaced = Object.keys(flags).find((flag) => !['json', 'runs', 'count', 'linux', 'help'].includes(flag));
+    if (misplaced || flags.linux)
+      throw new UsageError('bench', `--${misplaced ?? 'linux'} is not an option of the burst benchmark`);
+    return {
+      name,
+      json: flags.json,
+      runs: parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 100, default: 3 }),
+      count: parseIntegerFlag('bench', '--count', flags.count, { min: 1, max: 1024, default: 256 }),
     };
   }
   if (name === 'pack') {
@@ -383,6 +403,12 @@ export async function runBench(argv: string[]): Promise<number> {
     const progress = (line: string) => process.stderr.write(`bench image: ${line}\n`);
     const result = await benchImage({ runs: args.runs, progress });
     process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatImageBenchResult(result));
+    return 0;
+  }
+  if (args.name === 'burst') {
+    const progress = (line: string) => process.stderr.write(`bench burst: ${line}\n`);
+    const result = await benchBurst({ runs: args.runs, count: args.count, progress });
+    process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatBurstBenchResult(result));
     return 0;
   }
   if (args.name === 'pack') {

@@ -1,6 +1,6 @@
 // `smol up|ls|checkpoint|fork|restore|snapshots|stop|start|pause|resume|reset|rm`: episodes and their VMs through
 // the engine (docs/engine.md). Each prints for people by default and JSON with --json.
-import type { Snapshot, Vm } from '../api/schema.js';
+import { MAX_FORK_COUNT, type Snapshot, type Vm } from '../api/schema.js';
 import { age, bytes, EXIT, helpOr, JSON_FLAG, parseCommand, printJson, printTable, withEngine } from './engine-cli.js';
 import { CommandError } from './errors.js';
 import { buildImageFirst, chooseSmolfile } from './image.js';
@@ -107,8 +107,9 @@ Takes a snapshot of a running or paused VM (it keeps running) and prints the sna
 export const runFork: Run = async (argv) => {
   const HELP = `Usage: smol fork VM|SNAPSHOT [-n N] [--json]
 
-Starts N (default 1, at most 64) new VMs: from a running VM's current state (the VM keeps running; the fork
-point is checkpointed), or from a snapshot. Prints each child's id and name.
+Starts N (default 1, at most 1024) new VMs: from a running VM's current state (the VM keeps running; the fork
+point is checkpointed), or from a snapshot. Children are started in waves as the host can take them (at most 32
+per wave, within its file descriptors and memory); the command ends when all run. Prints each child's id and name.
 `;
   const { flags, args, help } = parseCommand(
     'fork',
@@ -118,8 +119,11 @@ point is checkpointed), or from a snapshot. Prints each child's id and name.
   );
   if (helpOr(help, HELP)) return 0;
   const count = Number(flags.count);
-  if (!/^\d+$/.test(flags.count) || count < 1 || count > 64) {
-    throw new CommandError(`fork: -n must be a whole number from 1 to 64 (got ${flags.count})`, EXIT.usage);
+  if (!/^\d+$/.test(flags.count) || count < 1 || count > MAX_FORK_COUNT) {
+    throw new CommandError(
+      `fork: -n must be a whole number from 1 to ${MAX_FORK_COUNT} (got ${flags.count})`,
+      EXIT.usage,
+    );
   }
   const result = await withEngine(async (smol) => {
     const ref = args[0]!;

@@ -40,6 +40,7 @@ import { EngineCore, type EngineOptions } from './engine-core.js';
 import { METRICS_INTERVAL_MS } from './metrics.js';
 import { EpisodeRecord, LIVE_STATES, freshName, vmView, type VmRecord } from './episode-registry.js';
 import { checkStore, untrusted } from './store-check.js';
+import { admit, firstGuess, processUsage } from './fork-admission.js';
 import { packSnapshot, placeMachineFiles, removeImportLeftovers, removeTemp, unpackMachine } from './machines.js';
 import type { OpenMachineRequest, PackMachineRequest, PackMachineResponse } from '../api/machine-schema.js';
 import { SnapshotStore, newId } from './snapshot-store.js';
@@ -389,11 +390,12 @@ export class Engine extends EngineCore implements EngineApi {
       let release = () => {};
       const held = new Promise<void>((resolve) => (release = resolve));
       try {
-        // Paused from here to the fork, so the children start exactly at the fork point.
+        // Paused from here to the last wave, so every child starts exactly at the fork point.
         const point = await this.checkpointVm(vm, 'fork', {});
         const children = Array.from({ length: count }, () => this.newChild(episode, vm, point.id));
         for (const child of children) void this.withLock(child.id, () => held).catch(() => undefined);
         await this.save(episode);
+        // Every child shows `creating` from here: queued until its wave is admitted.
         for (const child of children) this.emit({ type: 'vm.updated', vm: vmView(child) });
         // Each child's console starts with the parent's screen at the fork point.
         await this.hubs.get(vm.id)?.settled();
@@ -402,40 +404,32 @@ export class Engine extends EngineCore implements EngineApi {
           if (screen) this.hub(child).push(Buffer.from(screen));
           this.hub(child).marker(`forked from ${vm.name} at ${point.name}`);
         }
-        // With a disk, the fork freezes the layer the parent wrote since the fork point (nothing: it was paused),
-        // the parent goes on with a new one and each child gets its own; the fork point owns the frozen one.
-        const parent = this.live(vm);
-        const top = parent.diskTop;
-        const instances = children.map((child) => this.attach(child, top ? this.store.newDiskLayer() : undefined));
-        const next = top ? this.store.newDiskLayer() : undefined;
-        try {
-          await host.call('fork', {
-            vm: parent.name,
-            resources: next ? { 'virtio-blk': { path: next } } : {},
-            children: instances.map(({ name, resources }) => ({ vm: name, resources })),
-          });
-          if (top && next) {
-            parent.writes(next);
-            // A failure here is the store's, not the fork's: the children run, and the first snapshot on it takes it.
-            await this.store
-              .addDiskLayers(point.id, [top])
-              .catch((e: Error) => this.options.log(`engine: the fork point keeps no record of ${top}: ${e.message}`));
+        // Waves as the host can take them (fork-admission.ts); what one child cost is measured on each wave.
+        let cost = firstGuess(vm.memoryMiB * 2 ** 20);
+        let started = 0;
+        while (started < count) {
+          await host.ready;
+          const pid = host.pid!;
+          const before = processUsage(pid);
+          const wave = children.slice(started, started + (await admit(pid, count - started, cost)));
+          try {
+            await this.#forkWave(vm, point.id, wave);
+          } catch (error) {
+            // The children of earlier waves run on; this wave's and the ones still queued are crashed.
+            const exit = { reason: 'error', code: null, message: `the fork failed: ${(error as Error).message}` };
+            for (const child of children.slice(started)) {
+              await this.killVm(child);
+              await this.setState(episode, child, 'crashed', exit);
+            }
+            throw error;
           }
-        } catch (error) {
-          if (top && next && (await this.settleFailedDiskSwitch(parent, top, next))) {
-            await this.store
-              .addDiskLayers(point.id, [top])
-              .catch((e: Error) => this.options.log(`engine: the fork point keeps no record of ${top}: ${e.message}`));
-          }
-          const exit = { reason: 'error', code: null, message: `the fork failed: ${(error as Error).message}` };
-          for (const child of children) {
-            await this.killVm(child);
-            await this.setState(episode, child, 'crashed', exit);
-          }
-          throw error;
+          started += wave.length;
+          const after = processUsage(pid);
+          cost = {
+            fds: Math.max(1, Math.ceil((after.fds - before.fds) / wave.length)),
+            bytes: Math.max(2 ** 20, Math.ceil((after.rssBytes - before.rssBytes) / wave.length)),
+          };
         }
-        children.forEach((child, i) => this.watchAgent(child, instances[i]!, { remint: true }));
-        for (const child of children) await this.setState(episode, child, 'running');
         this.hub(vm).marker(`fork ×${count} at ${point.name}`);
         return { children: children.map(vmView), snapshot: point };
       } finally {
@@ -443,6 +437,40 @@ export class Engine extends EngineCore implements EngineApi {
         if (wasRunning && LIVE_STATES.has(vm.state)) await host.call('resume', { vm: this.instance(vm) });
       }
     });
+  }
+
+  /**
+   * One vmhost fork call for `wave` children of the paused `vm`; they are `running` (one event each) when it ends.
+   * With a disk, each call freezes the layer the parent wrote since the last (nothing: it is paused), the parent
+   * goes on with a new one and each child gets its own over it; the fork point owns the frozen ones.
+   */
+  async #forkWave(vm: VmRecord, pointId: string, wave: VmRecord[]): Promise<void> {
+    const episode = this.episodeOf(vm);
+    const parent = this.live(vm);
+    const top = parent.diskTop;
+    const instances = wave.map((child) => this.attach(child, top ? this.store.newDiskLayer() : undefined));
+    const next = top ? this.store.newDiskLayer() : undefined;
+    const record = (layer: string) =>
+      this.store
+        .addDiskLayers(pointId, [layer])
+        // A failure here is the store's, not the fork's: the children run, and the first snapshot on it takes it.
+        .catch((e: Error) => this.options.log(`engine: the fork point keeps no record of ${layer}: ${e.message}`));
+    try {
+      await this.host(episode).call('fork', {
+        vm: parent.name,
+        resources: next ? { 'virtio-blk': { path: next } } : {},
+        children: instances.map(({ name, resources }) => ({ vm: name, resources })),
+      });
+    } catch (error) {
+      if (top && next && (await this.settleFailedDiskSwitch(parent, top, next))) await record(top);
+      throw error;
+    }
+    if (top && next) {
+      parent.writes(next);
+      await record(top);
+    }
+    wave.forEach((child, i) => this.watchAgent(child, instances[i]!, { remint: true }));
+    for (const child of wave) await this.setState(episode, child, 'running');
   }
 
   async forkSnapshot(snapshotRef: string, count: number): Promise<ForkResponse> {
@@ -453,14 +481,29 @@ export class Engine extends EngineCore implements EngineApi {
     const source = episode.vms.find((vm) => vm.id === snapshot.vm);
     const children = Array.from({ length: count }, () => this.newChild(episode, source ?? null, snapshot.id));
     await this.save(episode);
-    await Promise.all(
-      children.map((child) =>
-        this.withLock(child.id, async () => {
-          this.hub(child).marker(`forked from ${snapshot.name}`);
-          await this.restoreInto(episode, child, snapshot, { remint: true });
-        }),
-      ),
-    );
+    // Restores in waves, as for a fork of a VM: the children not yet admitted show `creating`.
+    const host = this.host(episode);
+    let cost = firstGuess(snapshot.memoryBytes);
+    for (let started = 0; started < count; ) {
+      await host.ready;
+      const pid = host.pid!;
+      const before = processUsage(pid);
+      const wave = children.slice(started, started + (await admit(pid, count - started, cost)));
+      await Promise.all(
+        wave.map((child) =>
+          this.withLock(child.id, async () => {
+            this.hub(child).marker(`forked from ${snapshot.name}`);
+            await this.restoreInto(episode, child, snapshot, { remint: true });
+          }),
+        ),
+      );
+      started += wave.length;
+      const after = processUsage(pid);
+      cost = {
+        fds: Math.max(1, Math.ceil((after.fds - before.fds) / wave.length)),
+        bytes: Math.max(2 ** 20, Math.ceil((after.rssBytes - before.rssBytes) / wave.length)),
+      };
+    }
     return { children: children.map(vmView), snapshot: null };
   }
 
