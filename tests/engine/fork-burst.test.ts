@@ -123,9 +123,10 @@ describe(`a burst of ${N} forks of one VM, ${BURSTS} times`, () => {
   }, 1_800_000);
 
   // KNOWN LEAK (issue 22, item 4): the engine's RSS grows with every burst (measured: 163, 198, 393 MiB after
-  // three bursts of 256); the vmhost's stays within a few MiB. Until that is found this test is expected to fail,
-  // and vitest reports it when the leak is fixed (then make it an ordinary `it`).
-  it.fails('the last burst adds at most 16 MiB to the engine and to the vmhost (fails: the engine leaks)', () => {
+  // three bursts of 256); the vmhost's stays within a few MiB. Skipped, and counted as skipped in npm test's last
+  // line, until that is found (an expected failure would turn CI red the day GC happens to hide the growth); the
+  // burst test above prints the figures every run. Then make it an ordinary `it`.
+  it.skip('the last burst adds at most 16 MiB to the engine and to the vmhost (skipped: the engine leaks)', () => {
     expect(rss, 'the burst test did not run').toBeDefined();
     expect(rss!.last.host.rss - rss!.before.host.rss, rss!.report).toBeLessThanOrEqual(RSS_TOLERANCE);
     expect(rss!.last.engine.rss - rss!.before.engine.rss, rss!.report).toBeLessThanOrEqual(RSS_TOLERANCE);

@@ -123,7 +123,7 @@ def fork(ref: Ref, n: int) -> Call[ForkResult]:
     """From a VM (it keeps running) or a snapshot: a Snapshot object, or a string that starts with ``sn-``,
     forks the snapshot, as the TypeScript SDK decides."""
     if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"n: expected an int from 1 to 64, got {n!r}")
+        raise TypeError(f"n: expected an int (the engine takes 1 to 1024), got {n!r}")
     base = "snapshots" if isinstance(ref, Snapshot) or (isinstance(ref, str) and ref.startswith("sn-")) else "vms"
     return _call("POST", f"/{base}/{quote(ref_of(ref))}/fork", ForkResult.from_json, {"count": n})
 
