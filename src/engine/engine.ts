@@ -484,7 +484,7 @@ export class Engine extends EngineCore implements EngineApi {
     // Restores in waves, as for a fork of a VM: the children not yet admitted show `creating`.
     const host = this.host(episode);
     let cost = firstGuess(snapshot.memoryBytes);
-    for (let started = 0; started < count; ) {
+    for (let started = 0; started < count;) {
       await host.ready;
       const pid = host.pid!;
       const before = processUsage(pid);

@@ -179,7 +179,7 @@ describe('a counting guest packed in one data dir and opened in another', { time
       return since.length >= 1 ? since : undefined;
     });
     expect(fresh[0]).toBeLessThan(5);
-    await smolB.removeVm(opened.vm.id, true);
+    await smolB.removeVm(opened.vm.id);
   });
 
   it('up --from in the data dir it was packed in uses the snapshots it has', async () => {
@@ -189,7 +189,7 @@ describe('a counting guest packed in one data dir and opened in another', { time
       return since.length >= 2 ? since : undefined;
     });
     expect(after[0]).toBeGreaterThan(beforePack);
-    await smolA.removeVm(opened.vm.id, true);
+    await smolA.removeVm(opened.vm.id);
   });
 
   describe('damaged, truncated and lying files are refused with what is wrong, and nothing is kept', () => {
@@ -376,7 +376,7 @@ describe('a counting guest packed in one data dir and opened in another', { time
     let seed = 20;
     const random = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
     for (let i = 0; i < 150; i++) {
-      let mutant = Buffer.from(machine);
+      let mutant: Buffer = Buffer.from(machine);
       const how = random(5);
       if (how === 0)
         mutant[random(mutant.length)]! ^= 1 << random(8); // a flipped bit anywhere
