@@ -26,7 +26,7 @@ const COMMANDS: Record<string, { summary: string; run: () => Promise<Run> }> = {
     run: async () => (await import('./guest.js')).runGuest,
   },
   image: {
-    summary: 'build or list the root disk images Smolfiles ask for (debian:<suite>)',
+    summary: 'pull, build, list and remove the root disk images Smolfiles ask for (OCI, debian:<suite>)',
     run: async () => (await import('./image.js')).runImage,
   },
   validate: {
