@@ -4,6 +4,7 @@
 // undo. Screenshots of each view go to test-results/e2e/. Run: see e2e/README.md.
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { CHROMIUM_ARGS } from '../src/bench/ui.js';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Episode, Snapshot } from '../src/api/schema.js';
@@ -63,16 +64,8 @@ beforeAll(async () => {
   engine = await startUiEngine();
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    // Without the networking flags Chromium's own background connections are refused here and it waits on them.
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
+    // The bench's flags: without the networking ones Chromium's background connections are refused and it waits.
+    args: CHROMIUM_ARGS,
   });
   page = await browser.newPage({ viewport: { width: 1440, height: 900 }, colorScheme: 'dark' });
   page.on('pageerror', (error) => pageErrors.push(error.message));

@@ -4,6 +4,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { CHROMIUM_ARGS } from '../src/bench/ui.js';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import type { Episode, Snapshot } from '../src/api/schema.js';
 import { root, startUiEngine, type UiEngine } from './ui-engine.js';
@@ -32,16 +33,8 @@ export async function startUiSession(): Promise<UiSession> {
   const engine = await startUiEngine();
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
-    // Without the networking flags Chromium's own background connections are refused here and it waits on them.
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
+    // The bench's flags: without the networking ones Chromium's background connections are refused and it waits.
+    args: CHROMIUM_ARGS,
   });
   const page = await browser.newPage({ viewport: { width: 1440, height: 900 }, colorScheme: 'dark' });
   const pageErrors: string[] = [];
