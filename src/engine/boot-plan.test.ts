@@ -6,9 +6,9 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ApiFailure } from '../api/engine-api.js';
 import { imagesDir, locateDebianImage } from '../guest-build/debian-image.js';
-import { updateCurrentGuest } from '../guest-build/guest-assets.js';
+import { GUEST_IP_CMDLINE, updateCurrentGuest } from '../guest-build/guest-assets.js';
 import { parseSmolfile, type Smolfile } from '../smolfile/smolfile.js';
-import { planBoot } from './boot-plan.js';
+import { planBoot, RESOLV_CONF_COMMAND } from './boot-plan.js';
 
 let cache: string;
 let env: NodeJS.ProcessEnv;
@@ -53,10 +53,27 @@ describe('planBoot', () => {
     expect(plan.baseKey).toMatch(/^[0-9a-f]{32}$/);
   });
 
-  it('refuses net = true for an image rather than boot it without the network its Smolfile asks for', () => {
-    builtGuest();
-    expect(() => planBoot(smolfile('net = true\nports = ["3000"]\n'), env)).toThrow(
-      /`net = true`: the guest kernel has no virtio-net driver yet/,
+  it("gives a networked image eth0 from ip= and the stack's resolver first, in a base of its own", () => {
+    const guest = builtGuest();
+    writeFileSync(path.join(path.dirname(guest.kernel), 'config'), 'CONFIG_VIRTIO_NET=y\n');
+    const networked = planBoot(smolfile('net = true\nports = ["3000"]\ninit = ["echo hi"]\n'), env);
+    expect(networked.options.cmdline).toContain(` ${GUEST_IP_CMDLINE}`);
+    expect(networked.init[0]).toBe(RESOLV_CONF_COMMAND);
+    expect(networked.init[1]).toMatch(/echo hi/);
+    const plain = planBoot(smolfile('net = false\ninit = ["echo hi"]\n'), env);
+    expect(plain.options.cmdline).not.toMatch(/\bip=/);
+    expect(plain.init).not.toContain(RESOLV_CONF_COMMAND);
+    expect(networked.baseKey).not.toBe(plain.baseKey);
+    // The allow lists and ports are the host's (the stack's resource), not the guest's: one base serves them all.
+    const other = planBoot(smolfile('net = true\nports = ["8080:80"]\ninit = ["echo hi"]\n'), env);
+    expect(other.baseKey).toBe(networked.baseKey);
+  });
+
+  it('refuses net = true on a guest kernel built without virtio-net, naming the command that builds one', () => {
+    const guest = builtGuest();
+    writeFileSync(path.join(path.dirname(guest.kernel), 'config'), 'CONFIG_VIRTIO_BLK=y\n');
+    expect(() => planBoot(smolfile('net = true\n'), env)).toThrow(
+      /built without a virtio-net driver .*smol guest build/,
     );
     expect(() => planBoot(smolfile('net = false\n'), env)).not.toThrow();
   });

@@ -1,7 +1,7 @@
 // What a Smolfile boots (docs/engine.md, "Base snapshots"): the VM options, and for an image the key its base
 // snapshot is found by and the commands that bake it.
 import { createHash } from 'node:crypto';
-import { statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { ProgressCallback } from '../guest-build/build-progress.js';
 import {
@@ -14,6 +14,7 @@ import {
 import {
   findGuestAssets,
   GUEST_HVC_CMDLINE,
+  GUEST_IP_CMDLINE,
   GUEST_ROOT_CMDLINE,
   namesHvcConsole,
 } from '../guest-build/guest-assets.js';
@@ -42,16 +43,6 @@ function fileStamp(file: string): string {
 }
 
 export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.env): BootPlan {
-  if (smolfile.network.enabled && smolfile.image) {
-    // The VMM has virtio-net and the engine gives each VM its stack (engine-core.ts, attach), but the guest kernel
-    // `smol guest build` makes has no virtio-net driver yet (docs/network.md, "Status"). Booting an image without
-    // the network its Smolfile asks for would be a silent lie; a bare kernel brings its own driver.
-    throw new ApiFailure(
-      409,
-      '`net = true`: the guest kernel has no virtio-net driver yet, so an image cannot have a network ' +
-        '(docs/network.md, "Status"); remove `net`, `ports` and `[network]` from the Smolfile to boot it',
-    );
-  }
   const common = { memoryMiB: smolfile.memoryMiB, cpus: smolfile.cpus };
   if (!smolfile.image) {
     // parseSmolfile guarantees a kernel when there is no image.
@@ -76,13 +67,18 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
   // The root disk's image is the base of every VM's disk chain; the engine gives each instance its layer over it.
   // An OCI image boots our init from /.smol, not whatever the image has at /init (docs/images.md, "Where init runs").
   const rootArgs = oci ? GUEST_ROOT_CMDLINE.replace('init=/init', `init=${OCI_INIT}`) : GUEST_ROOT_CMDLINE;
-  const root = `${GUEST_HVC_CMDLINE} ${rootArgs}`;
+  const net = smolfile.network.enabled;
+  if (net && !smolfile.kernel) requireVirtioNet(kernel);
+  // With a network, the kernel configures eth0 itself from ip= before init runs (no DHCP, no wait): docs/network.md.
+  const root = `${GUEST_HVC_CMDLINE} ${rootArgs}${net ? ` ${GUEST_IP_CMDLINE}` : ''}`;
   const cmdline = smolfile.cmdline ? `${root} ${smolfile.cmdline}` : root;
   const options: VmOptions = { kernel, cmdline, disk: { base: rootDisk }, rng: true, virtioConsole: true, ...common };
   // A Debian image ran the Smolfile's init when it was built (with the host's network); the base only takes the
   // console's env and workdir.
   // An OCI image's Env and WorkingDir are the console's unless the Smolfile sets them.
   const init = bakeCommands(oci ? withImageDefaults(smolfile, oci.config) : smolfile, { withInit: !debian });
+  // The resolver first, so the Smolfile's init commands (pip install, git clone) can resolve names.
+  if (net) init.unshift(RESOLV_CONF_COMMAND);
   const baseKey = createHash('sha256')
     .update(
       JSON.stringify({
@@ -93,11 +89,40 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
         cmdline,
         ...common,
         init,
+        net, // the base's device set: a base with a network device is never restored for a VM without one
       }),
     )
     .digest('hex')
     .slice(0, 32);
   return { options, baseKey, init, agent: true };
+}
+
+/**
+ * Run first when a networked base is baked: /etc/resolv.conf names the stack's DNS. Images built for containers
+ * leave it empty or a symlink (Docker bind-mounts its own), so it is replaced, not edited.
+ */
+export const RESOLV_CONF_COMMAND =
+  "mkdir -p /etc && rm -f /etc/resolv.conf && printf 'nameserver 10.0.2.3\\n' > /etc/resolv.conf";
+
+/**
+ * A guest kernel from `smol guest build` records its configuration next to it; one built before virtio-net was in
+ * resources/guest-kernel/smol.config would boot without eth0, silently. A kernel the Smolfile names is its own.
+ */
+function requireVirtioNet(kernel: string): void {
+  const config = path.join(path.dirname(kernel), 'config');
+  let text: string;
+  try {
+    text = readFileSync(config, 'utf8');
+  } catch {
+    return; // not one of ours (a kernel cache without its config): nothing to check against
+  }
+  if (!/^CONFIG_VIRTIO_NET=y$/m.test(text)) {
+    throw new ApiFailure(
+      409,
+      `\`net = true\`: the guest kernel ${kernel} was built without a virtio-net driver (an older ` +
+        '`smol guest build`): run `npx --no-install smol guest build` for a kernel with one',
+    );
+  }
 }
 
 const quote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;

@@ -39,6 +39,13 @@ export function namesHvcConsole(cmdline: string | undefined): boolean {
  * not the kernel's default /sbin/init (busybox init, which would skip our mounts and the ready line).
  */
 export const GUEST_ROOT_CMDLINE = 'root=/dev/vda rw rootwait init=/init';
+
+/**
+ * eth0's configuration for the kernel's IP autoconfiguration (CONFIG_IP_PNP): libslirp's fixed addresses
+ * (docs/network.md, "The guest's network"), the stack's DNS as the name server, autoconf off.
+ */
+export const GUEST_IP_CMDLINE = 'ip=10.0.2.15::10.0.2.2:255.255.255.0:smol:eth0:off:10.0.2.3';
+
 const CURRENT_FORMAT = 1;
 
 export interface CurrentKernel {
