@@ -16,13 +16,22 @@ import type {
   Screen,
   Snapshot,
   Vm,
+  VmNetwork,
 } from '../../src/api/schema.js';
 import type { PackMachineResponse } from '../../src/api/machine-schema.js';
 import { copyIn, copyOut, type CopyResult } from './copy.js';
 import { connectEngine, type ConnectOptions } from './engine-connection.js';
 
 export type { ConnectOptions } from './engine-connection.js';
-export type { EngineEvent, Episode, Snapshot, Vm } from '../../src/api/schema.js';
+export type {
+  EngineEvent,
+  Episode,
+  NetworkRefusal,
+  PortForward,
+  Snapshot,
+  Vm,
+  VmNetwork,
+} from '../../src/api/schema.js';
 export type { ExecExit } from '../../src/api/api-client.js';
 /** The agent's own exec options: env, cwd, stdin, timeoutMs, onStdout and onStderr. */
 export type { ExecOptions } from '../../src/agent-client/agent-process.js';
@@ -152,6 +161,15 @@ export class Smol {
   /** The VM's CPU (% of one host CPU) and memory over the last few minutes, oldest first. */
   metrics(vmRef: string): Promise<MetricsHistory> {
     return this.api.call('metrics', { params: { vm: vmRef } });
+  }
+
+  /**
+   * The VM's network (docs/network.md, "Seen from the host"): its forwarded ports (`vm.ports` has them too), refusal
+   * counters and the last refusals, only those after seq `after` when given. A VM without a network answers
+   * `enabled: false`.
+   */
+  network(vmRef: string, options: { after?: number } = {}): Promise<VmNetwork> {
+    return this.api.call('network', { params: { vm: vmRef }, query: { after: options.after } });
   }
 
   /**

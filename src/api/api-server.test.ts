@@ -23,6 +23,7 @@ const now = '2025-01-01T00:00:00.000Z';
 const vm = (id: string, name: string): s.Vm => ({
   ...{ id, name, episode: EP, state: 'running', snapshot: SN, parentVm: null, created: now, runningSince: now },
   ...{ exit: null, cpus: 1, memoryMiB: 256, agent: 'none' as const },
+  ...{ ports: [{ host: 41235, guest: 80, url: 'http://127.0.0.1:41235/' }], network: { enabled: true, refused: 0 } },
 });
 const snapshot = (id = SN): s.Snapshot => ({
   ...{ id, episode: EP, parent: null, layerParent: null, vm: VM, kind: 'manual', name: 'one', note: '' },
@@ -57,6 +58,20 @@ function fakeEngine() {
     },
     listVms: () => episode().vms,
     getVm,
+    network: async (ref, after = 0) => ({
+      ...{ vm: getVm(ref).id, enabled: true, ports: getVm(ref).ports, refused: 2, rules: { host: 2 } },
+      ...{ frames: null, sockets: null },
+      events: [1, 2]
+        .map((seq) => ({
+          seq,
+          at: now,
+          destination: '10.0.2.2',
+          port: 9090,
+          protocol: 'tcp' as const,
+          rule: 'host' as const,
+        }))
+        .filter((event) => event.seq > after),
+    }),
     checkpoint: async (ref, request) => {
       await new Promise((resolve) => setTimeout(resolve, 20)); // long enough for many requests to overlap
       return { ...snapshot(), vm: getVm(ref).id, name: request.name ?? 'auto' };
@@ -253,6 +268,15 @@ describe('API transport', () => {
     expect(recording.headers['content-type']).toBe('application/x-asciicast');
     expect(recording.text.split('\n')[0]).toBe('{"version":2,"width":80,"height":24}');
     expect(await client.request('GET', `/api/v1/vms/${VM}/logs?tail=5`)).toEqual({ text: 'last 5', truncated: false });
+  });
+
+  it('answers a VM’s network with its refusals after a seq, and names a bad `after`', async () => {
+    const network = s.VmNetwork.parse(await client.request('GET', `/api/v1/vms/${VM}/network?after=1`));
+    expect(network.events.map((event) => event.seq)).toEqual([2]);
+    expect(network.ports).toEqual([{ host: 41235, guest: 80, url: 'http://127.0.0.1:41235/' }]);
+    expect((await failure(client.request('GET', `/api/v1/vms/${VM}/network?after=-1`))).message).toBe(
+      'after: expected a number of at least 0',
+    );
   });
 
   it('names the field and what it expects when a request is malformed', async () => {

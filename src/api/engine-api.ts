@@ -25,6 +25,7 @@ import type {
   Snapshot,
   UpdateSnapshotRequest,
   Vm,
+  VmNetwork,
 } from './schema.js';
 import type { OpenMachineRequest, PackMachineRequest, PackMachineResponse } from './machine-schema.js';
 
@@ -116,6 +117,8 @@ export interface EngineApi {
   removeVm(vmRef: string, force: boolean): Promise<void>;
   memoryStats(vmRef: string): Promise<MemoryStats>;
   metrics(vmRef: string): MetricsHistory;
+  /** The VM's network (docs/network.md, "Seen from the host"); a live VM's counters are read anew. */
+  network(vmRef: string, after?: number): Promise<VmNetwork>;
   logs(vmRef: string, tailLines?: number): Logs;
   screen(vmRef: string): Screen;
   /** The asciicast v2 recording (newline-delimited JSON). */

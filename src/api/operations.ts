@@ -215,6 +215,17 @@ export const OPERATIONS = {
     summary: 'The VM’s CPU and memory over the last few minutes, one sample every intervalMs',
     response: s.MetricsHistory,
   }),
+  network: operation({
+    method: 'GET',
+    path: `${vms}/:vm/network`,
+    summary: 'The VM’s network: its forwarded ports, refusal counters and recent refusals (after: only newer ones)',
+    query: z
+      .object({
+        after: z.coerce.number().int().min(0).optional().describe('only refusals with a larger seq'),
+      })
+      .strict(),
+    response: s.VmNetwork,
+  }),
   logs: operation({
     method: 'GET',
     path: `${vms}/:vm/logs`,

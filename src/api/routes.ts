@@ -70,6 +70,7 @@ const HANDLERS: Handlers = {
   resetVm: (api, p) => api.reset(p.vm),
   memoryStats: (api, p) => api.memoryStats(p.vm),
   metrics: (api, p) => api.metrics(p.vm),
+  network: (api, p, _b, q) => api.network(p.vm, q.after),
   logs: (api, p, _b, q) => api.logs(p.vm, q.tail),
   screen: (api, p) => api.screen(p.vm),
   recording: (api, p) => api.recording(p.vm),

@@ -38,6 +38,35 @@ export const VmExit = z
   })
   .meta({ id: 'VmExit' });
 
+/** A `ports` forward (docs/network.md): TCP from the host's 127.0.0.1:host to the guest's port. */
+export const PortForward = z
+  .object({
+    host: z.number().int().describe('the port on 127.0.0.1'),
+    guest: z.number().int(),
+    /** http://127.0.0.1:HOST/ when the guest port is one web servers use (80, 3000, 5173, 8000, 8080, …). */
+    url: z.string().optional(),
+  })
+  .meta({ id: 'PortForward' });
+
+export const NetworkRule = z
+  .enum(['malformed', 'protocol', 'link-local', 'private', 'host', 'reserved', 'not-allowed', 'dns-name', 'fragment'])
+  .describe('the policy rule that refused it (docs/network.md, "Refusals")');
+
+/** One packet the network policy refused, as the engine saw it (docs/network.md, "Seen from the host"). */
+export const NetworkRefusal = z
+  .object({
+    /** 1, 2, … per VM, in the order the engine saw them, across its restores (pass the last one as `after`). */
+    seq: z.number().int(),
+    at: Time.describe('when the engine saw it (it polls each second)'),
+    destination: z.string().describe('the destination address ("-" when the frame had none)'),
+    port: z.number().int().describe('the TCP or UDP destination port; 0 otherwise'),
+    protocol: z.enum(['tcp', 'udp', 'icmp', 'other']),
+    rule: NetworkRule,
+    /** The DNS name asked for, for `dns-name`. */
+    name: z.string().optional(),
+  })
+  .meta({ id: 'NetworkRefusal' });
+
 export const Vm = z
   .object({
     id: VmId,
@@ -59,6 +88,10 @@ export const Vm = z
      * or fork, `ready`, or `unreachable` when it did not answer in time.
      */
     agent: AgentState,
+    /** Its `ports` forwards while it runs (empty otherwise, or without a network). */
+    ports: z.array(PortForward),
+    /** Whether its Smolfile gives it a network, and how many packets the policy refused since the engine started. */
+    network: z.object({ enabled: z.boolean(), refused: z.number().int() }),
   })
   .meta({ id: 'Vm' });
 
@@ -313,6 +346,32 @@ export const MemoryStats = z
   })
   .meta({ id: 'MemoryStats' });
 
+/** GET /vms/:vm/network: a VM's network, its counters and its recent refusals. */
+export const VmNetwork = z
+  .object({
+    vm: VmId,
+    /** Whether its Smolfile says `net = true`; without it every other field is empty. */
+    enabled: z.boolean(),
+    ports: z.array(PortForward),
+    /** Refusals since the engine started, all rules and per rule (across the VM's restores). */
+    refused: z.number().int(),
+    rules: z.record(z.string(), z.number().int()),
+    /** The current instance's stack: frames to and from the guest and host sockets (null when not running). */
+    frames: z
+      .object({
+        sent: z.number().int(),
+        received: z.number().int(),
+        refused: z.number().int(),
+        dropped: z.number().int(),
+        connectionsRefused: z.number().int(),
+      })
+      .nullable(),
+    sockets: z.number().int().nullable(),
+    /** The last refusals (at most 256), oldest first; with `after`, only those with a larger seq. */
+    events: z.array(NetworkRefusal),
+  })
+  .meta({ id: 'VmNetwork' });
+
 export const MetricSample = z
   .object({
     at: z.string().describe('when the sample was taken (ISO 8601)'),
@@ -346,6 +405,14 @@ export const EngineEvent = z
       vm: VmId.nullable(),
       done: z.number(),
       total: z.number(),
+    }),
+    z.object({
+      type: z.literal('vm.network.refused'),
+      vm: VmId,
+      episode: EpisodeId,
+      refusal: NetworkRefusal,
+      /** The VM's refusals so far (its `network.refused`). */
+      refused: z.number().int(),
     }),
     z.object({
       type: z.literal('metrics'),
@@ -390,4 +457,7 @@ export type MemoryStats = z.infer<typeof MemoryStats>;
 export type MetricSample = z.infer<typeof MetricSample>;
 export type MetricsHistory = z.infer<typeof MetricsHistory>;
 export type EngineEvent = z.infer<typeof EngineEvent>;
+export type PortForward = z.infer<typeof PortForward>;
+export type NetworkRefusal = z.infer<typeof NetworkRefusal>;
+export type VmNetwork = z.infer<typeof VmNetwork>;
 export type SmolfileExamples = z.infer<typeof SmolfileExamples>;

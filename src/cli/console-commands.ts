@@ -2,6 +2,8 @@
 import { ConsoleInput } from './console-input.js';
 import { helpOr, JSON_FLAG, parseCommand, printJson, withEngine } from './engine-cli.js';
 import { parseIntegerFlag } from './args.js';
+import { UsageError } from './errors.js';
+import { NETWORK_LOGS_HELP, printRefusals } from './network-commands.js';
 
 export const CONSOLE_HELP = `Usage: smol console VM [--send TEXT]
 
@@ -54,18 +56,25 @@ export async function runConsole(argv: string[]): Promise<number> {
 }
 
 export const LOGS_HELP = `Usage: smol logs VM [--tail N] [--json]
+       smol logs --network VM [--after SEQ] [--json]
 
 Prints a VM's recent console output (the engine keeps the last 1 MiB), or its last N lines.
-`;
+
+With --network, ${NETWORK_LOGS_HELP.slice(NETWORK_LOGS_HELP.indexOf('\n\n') + 2).replace(/^Lists/, 'lists')}`;
 
 export async function runLogs(argv: string[]): Promise<number> {
   const { flags, args, help } = parseCommand(
     'logs',
     argv,
-    { ...JSON_FLAG, tail: { type: 'string' } },
+    { ...JSON_FLAG, tail: { type: 'string' }, network: { type: 'boolean', default: false }, after: { type: 'string' } },
     { min: 1, max: 1, names: 'a VM' },
   );
   if (helpOr(help, LOGS_HELP)) return 0;
+  if (flags.network) {
+    if (flags.tail !== undefined) throw new UsageError('logs', '--tail is for console output, not with --network');
+    return printRefusals(args[0]!, { after: flags.after, json: flags.json });
+  }
+  if (flags.after !== undefined) throw new UsageError('logs', '--after goes with --network');
   const tail =
     flags.tail === undefined
       ? undefined

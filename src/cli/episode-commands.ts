@@ -5,6 +5,7 @@ import { age, bytes, EXIT, helpOr, JSON_FLAG, parseCommand, printJson, printTabl
 import { CommandError } from './errors.js';
 import { buildImageFirst, chooseSmolfile } from './image.js';
 import { withProgress } from './machine-commands.js';
+import { portsColumn } from './network-commands.js';
 
 type Run = (argv: string[]) => Promise<number>;
 
@@ -59,8 +60,9 @@ const pick = (vm: Vm) => ({ id: vm.id, name: vm.name, state: vm.state });
 export const runLs: Run = async (argv) => {
   const HELP = `Usage: smol ls [--json]
 
-Lists every VM of every episode: id, name, episode, state, uptime and the snapshot it is at. Episodes with no VM
-are listed too.
+Lists every VM of every episode: id, name, episode, state, uptime, the snapshot it is at and, for a running VM
+with a network, its forwarded ports (127.0.0.1:41235->80/tcp; smol port VM has them one a line). Episodes with no
+VM are listed too.
 `;
   const { flags, help } = parseCommand('ls', argv, JSON_FLAG, { min: 0, max: 0, names: '' });
   if (helpOr(help, HELP)) return 0;
@@ -71,13 +73,13 @@ are listed too.
   }
   const rows: string[][] = [];
   for (const episode of episodes) {
-    if (episode.vms.length === 0) rows.push(['-', '-', episode.name, episode.state, '-', '-']);
+    if (episode.vms.length === 0) rows.push(['-', '-', episode.name, episode.state, '-', '-', '-']);
     for (const vm of episode.vms) {
       const state = vm.state === 'stopped' && vm.exit ? `stopped (${vm.exit.reason})` : vm.state;
-      rows.push([vm.id, vm.name, episode.name, state, age(vm.runningSince), vm.snapshot ?? '-']);
+      rows.push([vm.id, vm.name, episode.name, state, age(vm.runningSince), vm.snapshot ?? '-', portsColumn(vm.ports)]);
     }
   }
-  printTable(['VM', 'NAME', 'EPISODE', 'STATE', 'UPTIME', 'AT SNAPSHOT'], rows);
+  printTable(['VM', 'NAME', 'EPISODE', 'STATE', 'UPTIME', 'AT SNAPSHOT', 'PORTS'], rows);
   return 0;
 };
 

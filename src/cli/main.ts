@@ -38,8 +38,12 @@ const COMMANDS: Record<string, { summary: string; run: () => Promise<Run> }> = {
     run: async () => (await import('./episode-commands.js')).runUp,
   },
   ls: { summary: 'list episodes and their VMs', run: async () => (await import('./episode-commands.js')).runLs },
+  port: {
+    summary: "list a VM's forwarded ports (80/tcp -> 127.0.0.1:41235), as docker port",
+    run: async () => (await import('./network-commands.js')).runPort,
+  },
   logs: {
-    summary: "print a VM's recent console output",
+    summary: "print a VM's recent console output (--network: its refused connections)",
     run: async () => (await import('./console-commands.js')).runLogs,
   },
   console: {

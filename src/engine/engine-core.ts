@@ -10,6 +10,7 @@ import type {
   Episode,
   Snapshot,
   SnapshotKind,
+  Vm,
   VmExit,
   VmState,
 } from '../api/schema.js';
@@ -29,6 +30,7 @@ import {
   type EpisodeRecord,
   type VmRecord,
 } from './episode-registry.js';
+import { VmNetworks } from './vm-networks.js';
 import { METRICS_INTERVAL_MS, MetricsHistory, type RawSample } from './metrics.js';
 import { newId, type SnapshotStore } from './snapshot-store.js';
 import { LiveInstance } from './live-instance.js';
@@ -83,6 +85,22 @@ export class EngineCore {
   readonly #autoTimers = new Map<string, NodeJS.Timeout>();
   #instanceCount = 0;
   protected readonly metricsHistory = new MetricsHistory();
+  /** Each live networked VM read every second: its forwards and refusals (vm-networks.ts). */
+  protected readonly networks = new VmNetworks({
+    instances: () => [...this.#live.values()].filter((live) => live.network),
+    refused: (id, refusals, total) => {
+      const vm = this.#record(id);
+      for (const refusal of vm ? refusals : [])
+        this.emit({ type: 'vm.network.refused', vm: id, episode: vm!.episode, refusal, refused: total });
+    },
+    changed: (id) => {
+      const vm = this.#record(id);
+      if (vm) this.emit({ type: 'vm.updated', vm: this.view(vm) });
+    },
+    log: (line) => this.options.log(line),
+  });
+  /** Whether each episode's Smolfile has `net = true` (its text never changes), so listings parse none. */
+  readonly #networked = new WeakMap<EpisodeRecord, boolean>();
   #metricsTimer: NodeJS.Timeout | null = null;
   #sampling = false;
 
@@ -128,6 +146,15 @@ export class EngineCore {
 
   // ---- records, events, locks ----
 
+  /** The record of VM `id`, if it still has one. */
+  #record(id: string): VmRecord | undefined {
+    for (const episode of this.episodes.values()) {
+      const vm = episode.vms.find((candidate) => candidate.id === id);
+      if (vm) return vm;
+    }
+    return undefined;
+  }
+
   protected episode(ref: string): EpisodeRecord {
     return resolveRef([...this.episodes.values()], ref, 'episode');
   }
@@ -146,6 +173,33 @@ export class EngineCore {
     return episode;
   }
 
+  /** The API's view of a VM: its record, its live instance's forwards and its refusal count. */
+  protected view(vm: VmRecord): Vm {
+    const enabled = this.networkEnabled(vm);
+    return vmView(vm, {
+      ports: enabled ? this.networks.ports(this.#live.get(vm.id)) : [],
+      network: { enabled, refused: this.networks.refused(vm.id) },
+    });
+  }
+
+  /** Whether `vm`'s Smolfile gives it a network (parsed once per episode). */
+  protected networkEnabled(vm: VmRecord): boolean {
+    const episode = this.episodes.get(vm.episode);
+    if (!episode) return false;
+    let enabled = this.#networked.get(episode);
+    if (enabled === undefined) {
+      enabled = this.networkOf(vm) !== null;
+      this.#networked.set(episode, enabled);
+    }
+    return enabled;
+  }
+
+  /** A live instance whose network the engine reads: undefined when `vm` runs none. */
+  protected liveNetwork(vm: VmRecord): LiveInstance | undefined {
+    const live = this.#live.get(vm.id);
+    return live?.network ? live : undefined;
+  }
+
   /** `totals`: the store's episodeTotals(), when viewing many episodes at once. */
   protected episodeView(
     episode: EpisodeRecord,
@@ -153,10 +207,10 @@ export class EngineCore {
   ): Episode {
     if (totals) {
       const total = totals.get(episode.id);
-      return episodeView(episode, total?.count ?? 0, total?.diskBytes ?? 0);
+      return episodeView(episode, total?.count ?? 0, total?.diskBytes ?? 0, (vm) => this.view(vm));
     }
     const count = this.store.list(episode.id).length;
-    return episodeView(episode, count, this.store.episodeDiskBytes(episode.id));
+    return episodeView(episode, count, this.store.episodeDiskBytes(episode.id), (vm) => this.view(vm));
   }
 
   protected async save(episode: EpisodeRecord): Promise<void> {
@@ -214,9 +268,26 @@ export class EngineCore {
     if (LIVE_STATES.has(state)) this.#armAutoCheckpoint(vm);
     else this.#disarmAutoCheckpoint(vm.id);
     if (!LIVE_STATES.has(state)) vm.agent = 'none';
+    await this.#readNetworkOnStart(vm, state);
     await this.save(episode);
-    this.emit({ type: 'vm.updated', vm: vmView(vm) });
+    this.emit({ type: 'vm.updated', vm: this.view(vm) });
     this.emit({ type: 'episode.updated', episode: this.episodeView(episode) });
+  }
+
+  /**
+   * A networked instance that now runs is read at once, so that the VM's view names its forwards (a lone guest
+   * port's host port is chosen as it starts), and from then on every second.
+   */
+  async #readNetworkOnStart(vm: VmRecord, state: VmState): Promise<void> {
+    const live = this.#live.get(vm.id);
+    if (!live?.network || (state !== 'running' && state !== 'paused')) return;
+    live.network.running = true;
+    this.networks.wake();
+    await this.networks
+      .read(live, { announce: false })
+      .catch((error: unknown) =>
+        this.options.log(`engine: reading the network of ${live.name} failed: ${(error as Error).message}`),
+      );
   }
 
   protected requireLive(vm: VmRecord): void {
@@ -394,7 +465,7 @@ export class EngineCore {
     const update = (state: VmRecord['agent']) => {
       if (!current() || vm.agent === state) return;
       vm.agent = state;
-      this.emit({ type: 'vm.updated', vm: vmView(vm) });
+      this.emit({ type: 'vm.updated', vm: this.view(vm) });
     };
     update('connecting');
     // A hostname takes letters, digits, '-' and '.': a VM name's '_' becomes '-'.
@@ -430,7 +501,7 @@ export class EngineCore {
     const agent = this.#live.get(vm.id)?.agent;
     if (!agent || vm.agent !== 'unreachable') return;
     vm.agent = 'connecting';
-    this.emit({ type: 'vm.updated', vm: vmView(vm) });
+    this.emit({ type: 'vm.updated', vm: this.view(vm) });
     agent.settled = agent.check();
   }
 
@@ -456,7 +527,7 @@ export class EngineCore {
     }
     if (vm.agent !== 'ready') {
       vm.agent = 'ready';
-      this.emit({ type: 'vm.updated', vm: vmView(vm) });
+      this.emit({ type: 'vm.updated', vm: this.view(vm) });
     }
     return client;
   }
@@ -689,7 +760,7 @@ export class EngineCore {
       `${KIND_STEMS[kind]} ${snapshot.name}${snapshot.note && kind !== 'base' ? `: ${snapshot.note}` : ''}`,
     );
     this.emit({ type: 'snapshot.created', snapshot });
-    this.emit({ type: 'vm.updated', vm: vmView(vm) });
+    this.emit({ type: 'vm.updated', vm: this.view(vm) });
     if (kind === 'auto') await this.#pruneAuto(episode, vm);
     return snapshot;
   }
@@ -782,6 +853,7 @@ export class EngineCore {
     for (const id of [...this.#autoTimers.keys()]) this.#disarmAutoCheckpoint(id);
     if (this.#metricsTimer) clearInterval(this.#metricsTimer);
     this.#metricsTimer = null;
+    this.networks.stop();
   }
 
   async #pruneAuto(episode: EpisodeRecord, vm: VmRecord): Promise<void> {

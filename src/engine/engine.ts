@@ -33,12 +33,13 @@ import type {
   Snapshot,
   UpdateSnapshotRequest,
   Vm,
+  VmNetwork,
 } from '../api/schema.js';
 import { formatProblem, loadSmolfile, parseSmolfile, type Smolfile } from '../smolfile/smolfile.js';
 import { planBoot, prepareImage } from './boot-plan.js';
 import { EngineCore, type EngineOptions } from './engine-core.js';
 import { METRICS_INTERVAL_MS } from './metrics.js';
-import { EpisodeRecord, LIVE_STATES, freshName, vmView, type VmRecord } from './episode-registry.js';
+import { EpisodeRecord, LIVE_STATES, freshName, type VmRecord } from './episode-registry.js';
 import { checkStore, untrusted } from './store-check.js';
 import { admit, firstGuess, processUsage } from './fork-admission.js';
 import { packSnapshot, placeMachineFiles, removeImportLeftovers, removeTemp, unpackMachine } from './machines.js';
@@ -124,11 +125,11 @@ export class Engine extends EngineCore implements EngineApi {
   }
 
   listVms(): Vm[] {
-    return [...this.episodes.values()].flatMap((ep) => ep.vms.map(vmView));
+    return [...this.episodes.values()].flatMap((ep) => ep.vms.map((vm) => this.view(vm)));
   }
 
   getVm(ref: string): Vm {
-    return vmView(this.vm(ref));
+    return this.view(this.vm(ref));
   }
 
   listSnapshots(episodeRef: string): Snapshot[] {
@@ -227,7 +228,7 @@ export class Engine extends EngineCore implements EngineApi {
         });
       throw error;
     }
-    return { episode: this.episodeView(episode), vm: vmView(vm) };
+    return { episode: this.episodeView(episode), vm: this.view(vm) };
   }
 
   async deleteEpisode(ref: string, force: boolean): Promise<void> {
@@ -241,6 +242,7 @@ export class Engine extends EngineCore implements EngineApi {
     for (const vm of episode.vms) {
       await this.closeHub(vm.id, 'the episode was deleted');
       this.metricsHistory.remove(vm.id);
+      this.networks.forget(vm.id);
     }
     this.episodes.delete(episode.id);
     await this.store.deleteEpisode(episode.id, this.liveLayerHeads());
@@ -358,7 +360,7 @@ export class Engine extends EngineCore implements EngineApi {
     this.hub(vm).marker(`opened from ${path.basename(file)}`);
     const snapshot = this.store.get(top.id)!;
     await this.withLock(vm.id, () => this.restoreInto(episode, vm, snapshot));
-    return { episode: this.episodeView(episode), vm: vmView(vm) };
+    return { episode: this.episodeView(episode), vm: this.view(vm) };
   }
 
   /** The VM `ref` names, or null when it names none (it may name a snapshot). */
@@ -396,7 +398,7 @@ export class Engine extends EngineCore implements EngineApi {
         for (const child of children) void this.withLock(child.id, () => held).catch(() => undefined);
         await this.save(episode);
         // Every child shows `creating` from here: queued until its wave is admitted.
-        for (const child of children) this.emit({ type: 'vm.updated', vm: vmView(child) });
+        for (const child of children) this.emit({ type: 'vm.updated', vm: this.view(child) });
         // Each child's console starts with the parent's screen at the fork point.
         await this.hubs.get(vm.id)?.settled();
         const screen = this.hubs.get(vm.id)?.screen().serialized;
@@ -431,7 +433,7 @@ export class Engine extends EngineCore implements EngineApi {
           };
         }
         this.hub(vm).marker(`fork ×${count} at ${point.name}`);
-        return { children: children.map(vmView), snapshot: point };
+        return { children: children.map((child) => this.view(child)), snapshot: point };
       } finally {
         release();
         if (wasRunning && LIVE_STATES.has(vm.state)) await host.call('resume', { vm: this.instance(vm) });
@@ -504,7 +506,7 @@ export class Engine extends EngineCore implements EngineApi {
         bytes: Math.max(2 ** 20, Math.ceil((after.rssBytes - before.rssBytes) / wave.length)),
       };
     }
-    return { children: children.map(vmView), snapshot: null };
+    return { children: children.map((child) => this.view(child)), snapshot: null };
   }
 
   restore(vmRef: string, snapshotRef: string): Promise<RestoreResponse> {
@@ -523,7 +525,7 @@ export class Engine extends EngineCore implements EngineApi {
       vm.resumeOnStart = false;
       this.hub(vm).marker(`restore ${target.name}`); // before it runs: what follows is the restored VM's
       await this.restoreInto(episode, vm, target);
-      return { vm: vmView(vm), savedAs };
+      return { vm: this.view(vm), savedAs };
     });
   }
 
@@ -532,7 +534,7 @@ export class Engine extends EngineCore implements EngineApi {
     return this.withLock(vm.id, async () => {
       this.requireLive(vm);
       await this.suspendVm(vm, false);
-      return vmView(vm);
+      return this.view(vm);
     });
   }
 
@@ -552,7 +554,7 @@ export class Engine extends EngineCore implements EngineApi {
       vm.resumeOnStart = false;
       vm.suspendedAt = null;
       await this.save(episode);
-      return vmView(vm);
+      return this.view(vm);
     });
   }
 
@@ -573,7 +575,7 @@ export class Engine extends EngineCore implements EngineApi {
       await this.host(this.episodeOf(vm)).call(op, { vm: this.instance(vm) });
       await this.setState(this.episodeOf(vm), vm, to);
       if (to === 'running') this.recheckAgent(vm);
-      return vmView(vm);
+      return this.view(vm);
     });
   }
 
@@ -581,7 +583,7 @@ export class Engine extends EngineCore implements EngineApi {
     const vm = this.vm(vmRef);
     return this.withLock(vm.id, async () => {
       await this.resetVm(this.episodeOf(vm), vm);
-      return vmView(vm);
+      return this.view(vm);
     });
   }
 
@@ -598,6 +600,7 @@ export class Engine extends EngineCore implements EngineApi {
       vm.state = 'destroyed';
       await this.save(episode);
       this.metricsHistory.remove(vm.id);
+      this.networks.forget(vm.id);
       this.emit({ type: 'vm.removed', id: vm.id, episode: episode.id });
       this.emit({ type: 'episode.updated', episode: this.episodeView(episode) });
     });
@@ -606,6 +609,15 @@ export class Engine extends EngineCore implements EngineApi {
   metrics(vmRef: string): MetricsHistory {
     const vm = this.vm(vmRef);
     return { vm: vm.id, intervalMs: METRICS_INTERVAL_MS, samples: this.metricsHistory.samples(vm.id) };
+  }
+
+  async network(vmRef: string, after = 0): Promise<VmNetwork> {
+    const vm = this.vm(vmRef);
+    const enabled = this.networkEnabled(vm);
+    const live = enabled && LIVE_STATES.has(vm.state) ? this.liveNetwork(vm) : undefined;
+    // A live VM's stack is read now, so that the answer is its current counters and refusals.
+    const info = live?.network?.running ? await this.networks.read(live).catch(() => null) : null;
+    return this.networks.view(vm.id, enabled, live, info, after);
   }
 
   async memoryStats(vmRef: string): Promise<MemoryStats> {

@@ -53,7 +53,10 @@ export function episodeState(record: EpisodeRecord): EpisodeState {
   return EPISODE_STATE_ORDER.find((state) => states.has(state)) ?? 'empty';
 }
 
-export function vmView(record: VmRecord): Vm {
+/** What a VM's view shows of its network (vm-networks.ts): its live instance's forwards and its refusal count. */
+export type VmNetworkView = Pick<Vm, 'ports' | 'network'>;
+
+export function vmView(record: VmRecord, network: VmNetworkView): Vm {
   return {
     id: record.id,
     name: record.name,
@@ -67,10 +70,17 @@ export function vmView(record: VmRecord): Vm {
     cpus: record.cpus,
     memoryMiB: record.memoryMiB,
     agent: record.agent,
+    ports: network.ports,
+    network: network.network,
   };
 }
 
-export function episodeView(record: EpisodeRecord, snapshotCount: number, diskBytes: number): Episode {
+export function episodeView(
+  record: EpisodeRecord,
+  snapshotCount: number,
+  diskBytes: number,
+  view: (vm: VmRecord) => Vm,
+): Episode {
   return {
     id: record.id,
     name: record.name,
@@ -78,7 +88,7 @@ export function episodeView(record: EpisodeRecord, snapshotCount: number, diskBy
     smolfile: record.smolfile,
     created: record.created,
     base: record.base,
-    vms: record.vms.map(vmView),
+    vms: record.vms.map(view),
     snapshotCount,
     diskBytes,
   };

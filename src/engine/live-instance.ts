@@ -1,8 +1,8 @@
 // One native instance of a VM while it lives (docs/engine.md, "Live instances"): made at every boot, restore and
 // fork child, ended when it exits, is killed or is replaced. It holds everything the engine keeps about it, so that
 // nothing about an instance lives in a map of its own: its vmhost and its name there, what its devices use on the
-// host (the disk layer it writes, its vsock socket, its network), the console hub its output goes to, the guest
-// agent's client and a console shell while it bakes.
+// host (the disk layer it writes, its vsock socket, its network and what was read of it), the console hub its
+// output goes to, the guest agent's client and a console shell while it bakes.
 import { rmSync } from 'node:fs';
 import type { AgentClient } from '../agent-client/agent-client.js';
 import type { DeviceResources } from '../vmm/vm.js';
@@ -20,8 +20,24 @@ export interface InstanceAgent {
   check: () => Promise<void>;
 }
 
+/** What the engine has read of an instance's network (vm-networks.ts). */
+export interface InstanceNetwork {
+  /** Set once the instance runs in its vmhost: from then on it is read every second. */
+  running: boolean;
+  /** The `ports` forwards as bound, once read. */
+  forwards: { host: number; guest: number }[] | null;
+  /** The stack's last refusal seq taken. */
+  seq: number;
+  /** The stack's refusal counters as last read, per rule. */
+  counted: Record<string, number>;
+  /** The read in flight: reads of one instance never overlap. */
+  reading: Promise<unknown>;
+}
+
 export class LiveInstance {
   agent: InstanceAgent | undefined;
+  /** Its network as read so far, when it has one (a `virtio-net` resource). */
+  readonly network: InstanceNetwork | undefined;
   /** While a fresh boot runs the Smolfile's init commands on its console. */
   shell: ConsoleShell | undefined;
   #ended = false;
@@ -40,7 +56,11 @@ export class LiveInstance {
      * owns it).
      */
     readonly resources: DeviceResources,
-  ) {}
+  ) {
+    this.network = resources['virtio-net']
+      ? { running: false, forwards: null, seq: 0, counted: {}, reading: Promise.resolve() }
+      : undefined;
+  }
 
   /** The VM id in an instance name (`vm-…#3` → `vm-…`). */
   static vmOf(name: string): string {

@@ -126,6 +126,7 @@ const service: VmHostService = {
     );
     return samples.filter((sample) => sample !== null);
   },
+  network: async ({ vm, after }) => vmOf(vm).network(after ?? 0),
   write: async ({ vm, data }) => writeInput(vm, Buffer.from(data)),
   flatten: ({ path }) => loadNative().flattenDiskLayer(path),
   checkpoint: ({ vm, dir, resources }, progress) =>

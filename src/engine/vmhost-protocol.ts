@@ -4,7 +4,7 @@
 // Electron MessagePort), so console bytes travel as Buffers. A failure keeps its name, message and errno code.
 import type { ErrorData } from '../api/error-codes.js';
 import type { JailStatus } from '../vmm/native.js';
-import type { CheckpointInfo, DeviceResources, MemoryStats, VmExit, VmOptions } from '../vmm/vm.js';
+import type { CheckpointInfo, DeviceResources, MemoryStats, NetworkInfo, VmExit, VmOptions } from '../vmm/vm.js';
 
 /** Checkpoint progress: pages of memory written so far, of all. */
 export type HostProgress = (done: number, total: number) => void;
@@ -22,6 +22,11 @@ export interface VmHostService {
   stats(args: { vm: string }): Promise<MemoryStats>;
   /** CPU time and memory of each named VM that is running here (the others are left out). */
   sample(args: { vms: string[] }): Promise<Array<{ vm: string; cpuNs: number; memory: MemoryStats }>>;
+  /**
+   * The VM's network as its stack sees it (docs/network.md, "Seen from the host"): forwards, refusal counters and the
+   * refusals after `after` (a seq); null for a VM without a network.
+   */
+  network(args: { vm: string; after?: number }): Promise<NetworkInfo | null>;
   /** Queues console input; answers how many bytes wait for room in the VMM's queue. */
   write(args: { vm: string; data: Buffer }): Promise<number>;
   /** Flattens a frozen disk layer (docs/disks.md, "Flattening"); no VM involved. */
@@ -56,6 +61,7 @@ export const HOST_OPS = [
   'kill',
   'stats',
   'sample',
+  'network',
   'write',
   'flatten',
   'checkpoint',

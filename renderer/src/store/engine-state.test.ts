@@ -8,6 +8,8 @@ import {
   episodeSnapshots,
   loadEpisodes,
   loadSnapshots,
+  loadRefusals,
+  KEPT_REFUSALS,
   type EngineState,
 } from './engine-state.js';
 import type { EventStreamHandlers, Transport } from '../transport/transport.js';
@@ -16,6 +18,7 @@ const T = '2026-12-01T06:00:00.000Z';
 const vm = (id: string, over: Partial<Vm> = {}): Vm => ({
   ...{ id, name: id.slice(3, 7), episode: 'ep-aaaaaaaaaa', state: 'running', snapshot: null, parentVm: null },
   ...{ created: T, runningSince: T, exit: null, cpus: 1, memoryMiB: 16, agent: 'none' as const },
+  ...{ ports: [], network: { enabled: false, refused: 0 } },
   ...over,
 });
 const episode = (id: string, vms: Vm[], over: Partial<Episode> = {}): Episode => ({
@@ -137,6 +140,29 @@ describe('the store fed by engine events', () => {
     expect(state.progress[VM]).toEqual({ operation: 'checkpoint', done: 1, total: 4 });
     state = run([{ type: 'episode.deleted', id: EP }], state);
     expect(state).toEqual(emptyEngineState());
+  });
+
+  it('counts a VM’s refused connections and keeps the last ones once each, merged with a load in seq order', () => {
+    const refusal = (seq: number) => ({
+      ...{ seq, at: T, destination: '10.0.2.2', port: 9000 + seq, protocol: 'tcp' as const, rule: 'host' as const },
+    });
+    const refused = (seq: number): EngineEvent => ({
+      ...{ type: 'vm.network.refused', vm: VM, episode: EP, refusal: refusal(seq), refused: seq },
+    });
+    const network = { enabled: true, refused: 0 };
+    let state = run([{ type: 'episode.created', episode: episode(EP, [vm(VM, { network })]) }, refused(2), refused(3)]);
+    state = run([refused(3)], state);
+    expect(state.vms[VM]!.network).toEqual({ enabled: true, refused: 3 });
+    expect(state.refusals[VM]!.map((r) => r.seq)).toEqual([2, 3]);
+    state = loadRefusals(state, VM, [refusal(1), refusal(2)]);
+    expect(state.refusals[VM]!.map((r) => r.seq)).toEqual([1, 2, 3]);
+    state = run(
+      Array.from({ length: 60 }, (_, i) => refused(4 + i)),
+      state,
+    );
+    expect(state.refusals[VM]).toHaveLength(KEPT_REFUSALS);
+    expect(state.refusals[VM]!.at(-1)!.seq).toBe(63);
+    expect(run([{ type: 'vm.removed', id: VM, episode: EP }], state).refusals[VM]).toBeUndefined();
   });
 
   it('shows progress until it completes', () => {

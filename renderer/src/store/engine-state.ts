@@ -1,6 +1,6 @@
 // The engine's state as the UI holds it: a projection of the event stream (ARCHITECTURE.md, "Events, not polling"),
 // normalized by id (STYLE.md). applyEvent is the one place events change it; a load replaces what it covers.
-import type { EngineEvent, Episode, Snapshot, Vm } from '../../../src/api/schema.js';
+import type { EngineEvent, Episode, NetworkRefusal, Snapshot, Vm } from '../../../src/api/schema.js';
 
 /** An episode without its VMs (they live in `vms`, listed by `vmIds`). */
 export type EpisodeRow = Omit<Episode, 'vms'> & { vmIds: string[] };
@@ -21,7 +21,12 @@ export interface EngineState {
   timeline: Record<string, string[]>;
   /** A running operation's progress, by VM. */
   progress: Record<string, Progress>;
+  /** The last refused connections of each networked VM, oldest first (events, or a load of its network). */
+  refusals: Record<string, NetworkRefusal[]>;
 }
+
+/** Refusals the UI keeps per VM. */
+export const KEPT_REFUSALS = 50;
 
 export const emptyEngineState = (): EngineState => ({
   episodes: {},
@@ -30,6 +35,7 @@ export const emptyEngineState = (): EngineState => ({
   snapshots: {},
   timeline: {},
   progress: {},
+  refusals: {},
 });
 
 const without = <T>(record: Record<string, T>, ids: readonly string[]): Record<string, T> => {
@@ -69,7 +75,31 @@ function removeVm(state: EngineState, id: string, episodeId: string): EngineStat
   const episodes = episode
     ? { ...state.episodes, [episodeId]: { ...episode, vmIds: episode.vmIds.filter((vm) => vm !== id) } }
     : state.episodes;
-  return { ...state, vms: without(state.vms, [id]), episodes, progress: without(state.progress, [id]) };
+  return {
+    ...state,
+    vms: without(state.vms, [id]),
+    episodes,
+    progress: without(state.progress, [id]),
+    refusals: without(state.refusals, [id]),
+  };
+}
+
+/** A refused connection of a VM: its count as the engine says and the list of the last ones. */
+function addRefusal(state: EngineState, id: string, refusal: NetworkRefusal, refused: number): EngineState {
+  const vm = state.vms[id];
+  const list = state.refusals[id] ?? [];
+  if (list.some((known) => known.seq === refusal.seq)) return state;
+  const refusals = { ...state.refusals, [id]: [...list, refusal].slice(-KEPT_REFUSALS) };
+  const vms = vm ? { ...state.vms, [id]: { ...vm, network: { ...vm.network, refused } } } : state.vms;
+  return { ...state, vms, refusals };
+}
+
+/** GET /vms/:vm/network: the VM's last refusals as the engine keeps them. */
+export function loadRefusals(state: EngineState, id: string, events: readonly NetworkRefusal[]): EngineState {
+  const known = state.refusals[id] ?? [];
+  const seqs = new Set(events.map((event) => event.seq));
+  const merged = [...events, ...known.filter((event) => !seqs.has(event.seq))].sort((a, b) => a.seq - b.seq);
+  return { ...state, refusals: { ...state.refusals, [id]: merged.slice(-KEPT_REFUSALS) } };
 }
 
 function putSnapshot(state: EngineState, snapshot: Snapshot): EngineState {
@@ -123,6 +153,7 @@ function deleteEpisode(state: EngineState, id: string): EngineState {
     snapshots: without(state.snapshots, snapshotIds),
     timeline: without(state.timeline, [id]),
     progress: without(state.progress, episode.vmIds),
+    refusals: without(state.refusals, episode.vmIds),
   };
 }
 
@@ -149,6 +180,8 @@ export function applyEvent(state: EngineState, event: EngineEvent): EngineState 
       const progress = { operation: event.operation, done: event.done, total: event.total };
       return { ...state, progress: { ...state.progress, [event.vm]: progress } };
     }
+    case 'vm.network.refused':
+      return addRefusal(state, event.vm, event.refusal, event.refused);
     case 'metrics':
       // Kept apart, for the sparklines (metrics.ts): not engine state that renders.
       return state;

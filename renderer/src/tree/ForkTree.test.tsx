@@ -29,6 +29,7 @@ const snap = (n: number, parent: number | null, kind: Snapshot['kind'] = 'manual
 const vm = (id: string, name: string, at: number, state: Vm['state'] = 'running'): Vm => ({
   ...{ id, name, episode: EP, state, snapshot: snap(at, null).id, parentVm: null, created: T, runningSince: T },
   ...{ exit: null, cpus: 1, memoryMiB: 16, agent: 'none' as const },
+  ...{ ports: [], network: { enabled: false, refused: 0 } },
 });
 const noEngine: Transport = {
   request: () => Promise.reject(new Error('no engine in this test')),

@@ -17,6 +17,7 @@ const T = '2026-12-01T06:00:00.000Z';
 const vm = (id: string, episode: string, state: Vm['state'] = 'running'): Vm => ({
   ...{ id, name: `${episode.slice(3, 6)}-vm`, episode, state, snapshot: null, parentVm: null, created: T },
   ...{ runningSince: state === 'running' ? T : null, exit: null, cpus: 1, memoryMiB: 16, agent: 'none' as const },
+  ...{ ports: [], network: { enabled: false, refused: 0 } },
 });
 const episode = (id: string, name: string, vms: Vm[], over: Partial<Episode> = {}): Episode => ({
   ...{ id, name, state: 'running', smolfile: { path: `/s/${name}.smolfile`, text: '' }, created: T, base: null },
