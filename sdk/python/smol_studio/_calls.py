@@ -27,6 +27,7 @@ from ._types import (
     Snapshot,
     Up,
     Vm,
+    VmNetwork,
     ref_of,
 )
 
@@ -152,6 +153,13 @@ def memory(vm_ref: Ref) -> Call[MemoryStats]:
 
 def metrics(vm_ref: Ref) -> Call[MetricsHistory]:
     return _call("GET", f"/vms/{quote(ref_of(vm_ref, 'vm'))}/metrics", MetricsHistory.from_json)
+
+
+def network(vm_ref: Ref, after: Optional[int]) -> Call[VmNetwork]:
+    if after is not None and (not isinstance(after, int) or isinstance(after, bool) or after < 0):
+        raise ValueError(f"after: expected a refusal's seq (an int of at least 0), got {after!r}")
+    query = f"?after={after}" if after is not None else ""
+    return _call("GET", f"/vms/{quote(ref_of(vm_ref, 'vm'))}/network{query}", VmNetwork.from_json)
 
 
 def logs(vm_ref: Ref, tail: Optional[int]) -> Call[Logs]:

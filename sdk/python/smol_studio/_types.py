@@ -27,6 +27,108 @@ class VmExit:
 
 
 @dataclass(frozen=True)
+class PortForward:
+    """A ``ports`` forward: TCP from the host's 127.0.0.1:``host`` to the guest's ``guest`` port. ``url`` is
+    ``http://127.0.0.1:HOST/`` for guest ports web servers use (80, 3000, 5173, 8000, 8080, ...), else None."""
+
+    host: int
+    guest: int
+    url: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, j: Json) -> "PortForward":
+        return cls(host=j["host"], guest=j["guest"], url=j.get("url"))
+
+
+@dataclass(frozen=True)
+class VmNetworkSummary:
+    """Whether the VM's Smolfile gives it a network, and how many packets its policy refused so far."""
+
+    enabled: bool = False
+    refused: int = 0
+
+    @classmethod
+    def from_json(cls, j: Optional[Json]) -> "VmNetworkSummary":
+        return cls(enabled=bool(j["enabled"]), refused=int(j["refused"])) if j else cls()
+
+
+@dataclass(frozen=True)
+class NetworkRefusal:
+    """A packet the network policy refused (docs/network.md, "Refusals"). ``seq`` counts per VM across its
+    restores; ``at`` is when the engine saw it; ``name`` is the DNS name, for rule ``dns-name``."""
+
+    seq: int
+    at: str
+    destination: str
+    port: int
+    protocol: str
+    rule: str
+    name: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, j: Json) -> "NetworkRefusal":
+        return cls(
+            seq=j["seq"],
+            at=j["at"],
+            destination=j["destination"],
+            port=j["port"],
+            protocol=j["protocol"],
+            rule=j["rule"],
+            name=j.get("name"),
+        )
+
+
+@dataclass(frozen=True)
+class NetworkFrames:
+    """The live stack's frame counters: to the stack, to the guest, refused, dropped; connections refused at the
+    socket cap."""
+
+    sent: int
+    received: int
+    refused: int
+    dropped: int
+    connections_refused: int
+
+    @classmethod
+    def from_json(cls, j: Json) -> "NetworkFrames":
+        return cls(
+            sent=j["sent"],
+            received=j["received"],
+            refused=j["refused"],
+            dropped=j["dropped"],
+            connections_refused=j["connectionsRefused"],
+        )
+
+
+@dataclass(frozen=True)
+class VmNetwork:
+    """GET /vms/:vm/network: the VM's forwards, refusal counters (all and per rule) and last refusals.
+    ``frames`` and ``sockets`` are None when it is not running; ``enabled`` is False without a network."""
+
+    vm: str
+    enabled: bool
+    ports: List[PortForward]
+    refused: int
+    rules: Dict[str, int]
+    frames: Optional[NetworkFrames]
+    sockets: Optional[int]
+    events: List[NetworkRefusal]
+
+    @classmethod
+    def from_json(cls, j: Json) -> "VmNetwork":
+        return cls(
+            vm=j["vm"],
+            enabled=j["enabled"],
+            ports=[PortForward.from_json(p) for p in j["ports"]],
+            refused=j["refused"],
+            rules=dict(j["rules"]),
+            frames=NetworkFrames.from_json(j["frames"]) if j.get("frames") else None,
+            sockets=j.get("sockets"),
+            events=[NetworkRefusal.from_json(e) for e in j["events"]],
+        )
+
+
+@dataclass(frozen=True)
 class Vm:
     """A VM (a branch of an episode). ``snapshot`` is its place in the tree ("you are here")."""
 
@@ -43,6 +145,10 @@ class Vm:
     memory_mib: int
     #: The guest agent: ``none`` (a bare kernel), ``connecting``, ``ready`` or ``unreachable``.
     agent: str
+    #: Its ``ports`` forwards on 127.0.0.1 while it runs (empty otherwise, or without a network).
+    ports: List[PortForward] = field(default_factory=list)
+    #: Whether it has a network and how many packets its policy refused.
+    network: VmNetworkSummary = field(default_factory=VmNetworkSummary)
 
     @classmethod
     def from_json(cls, j: Json) -> "Vm":
@@ -59,6 +165,8 @@ class Vm:
             cpus=j["cpus"],
             memory_mib=j["memoryMiB"],
             agent=j.get("agent", "none"),
+            ports=[PortForward.from_json(p) for p in j.get("ports", [])],
+            network=VmNetworkSummary.from_json(j.get("network")),
         )
 
 
@@ -494,7 +602,28 @@ class Metrics(Event):
     memory: Optional[MemoryStats] = None
 
 
-AnyEvent = Union[Event, EpisodeEvent, EpisodeDeleted, VmUpdated, VmRemoved, SnapshotEvent, SnapshotDeleted, Progress, Metrics]
+@dataclass(frozen=True)
+class NetworkRefused(Event):
+    """``vm.network.refused``: a packet the VM's network policy refused; ``refused`` is its count so far."""
+
+    vm: str = ""
+    episode: str = ""
+    refusal: Optional[NetworkRefusal] = None
+    refused: int = 0
+
+
+AnyEvent = Union[
+    Event,
+    EpisodeEvent,
+    EpisodeDeleted,
+    VmUpdated,
+    VmRemoved,
+    SnapshotEvent,
+    SnapshotDeleted,
+    Progress,
+    Metrics,
+    NetworkRefused,
+]
 
 
 def event_from_json(j: Dict[str, Any]) -> Event:
@@ -516,6 +645,10 @@ def event_from_json(j: Dict[str, Any]) -> Event:
     if t == "metrics":
         return Metrics(
             t, j, vm=j["vm"], at=j["at"], cpu_percent=float(j["cpuPercent"]), memory=MemoryStats.from_json(j["memory"])
+        )
+    if t == "vm.network.refused":
+        return NetworkRefused(
+            t, j, vm=j["vm"], episode=j["episode"], refusal=NetworkRefusal.from_json(j["refusal"]), refused=j["refused"]
         )
     return Event(t, j)
 

@@ -79,6 +79,7 @@ from ._types import (
     Packed,
     Up,
     Vm,
+    VmNetwork,
     build_tree,
     event_from_json,
     fspath,
@@ -556,6 +557,12 @@ class AsyncSmol:
 
     async def metrics(self, vm: Ref) -> MetricsHistory:
         return await self._call(calls.metrics(vm))
+
+    async def network(self, vm: Ref, after: Optional[int] = None) -> VmNetwork:
+        """The VM's network (docs/network.md, "Seen from the host"): its forwarded ports (``vm.ports`` has them
+        too), refusal counters and last refusals, only those after seq ``after`` when given. A VM without a network
+        answers ``enabled=False``."""
+        return await self._call(calls.network(vm, after))
 
     # -- snapshots --
 

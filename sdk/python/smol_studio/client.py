@@ -77,6 +77,7 @@ from ._types import (
     Packed,
     Up,
     Vm,
+    VmNetwork,
     build_tree,
     event_from_json,
     fspath,
@@ -584,6 +585,12 @@ class Smol:
     def metrics(self, vm: Ref) -> MetricsHistory:
         """CPU (% of one host CPU) and memory over the last few minutes, oldest first."""
         return self._call(calls.metrics(vm))
+
+    def network(self, vm: Ref, after: Optional[int] = None) -> VmNetwork:
+        """The VM's network (docs/network.md, "Seen from the host"): its forwarded ports (``vm.ports`` has them
+        too), refusal counters and last refusals, only those after seq ``after`` when given. A VM without a network
+        answers ``enabled=False``."""
+        return self._call(calls.network(vm, after))
 
     # -- snapshots --
 

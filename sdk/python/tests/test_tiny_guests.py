@@ -47,7 +47,7 @@ def test_connect_starts_the_engine_once_and_a_second_client_shares_it(home: Engi
         "health", "openapi", "listEpisodes", "createEpisode", "listSmolfileExamples", "listImages", "pullImage",
         "removeImage", "pruneImages", "getEpisode", "deleteEpisode", "listSnapshots", "listVms", "getVm", "removeVm",
         "checkpoint", "forkVm", "restore", "stopVm", "startVm", "pauseVm", "resumeVm", "resetVm", "memoryStats",
-        "metrics", "logs", "screen", "recording", "writeConsole", "getSnapshot", "updateSnapshot",
+        "metrics", "network", "logs", "screen", "recording", "writeConsole", "getSnapshot", "updateSnapshot",
         "deleteSnapshot", "forkSnapshot", "packMachine", "openMachine", "gc", "listen", "unlisten", "shutdown", "console", "events", "execStream",
     }
     assert called - operations == set(), "calls of the Python SDK the engine does not document"
