@@ -20,6 +20,7 @@ import {
 import { SnapshotDetails } from './SnapshotDetails.js';
 import { Sparklines } from './Sparkline.js';
 import { StateBadge } from './StateBadge.js';
+import { VmNetwork } from './VmNetwork.js';
 
 function Uptime({ since }: { since: string }) {
   const now = useNow();
@@ -77,6 +78,7 @@ function VmActions({ vmId }: { vmId: string }) {
         Remove VM
       </button>
       <div className="spacer" />
+      <VmNetwork vmId={vmId} />
       {live && <Sparklines vmIds={[vmId]} />}
       {busy && (
         <span className="busy" role="status">
