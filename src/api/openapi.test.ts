@@ -65,6 +65,9 @@ describe('OpenAPI document', () => {
       $ref: '#/components/schemas/Snapshot',
     });
     expect(document.paths['/api/v1/episodes']!.post!.requestBody!.required).toBe(true);
+    expect(document.paths['/api/v1/vms/{vm}/network']!.get!.parameters).toContainEqual(
+      expect.objectContaining({ name: 'after', in: 'query', required: false }),
+    );
     expect(document.paths['/api/v1/vms/{vm}/logs']!.get!.parameters).toContainEqual(
       expect.objectContaining({ name: 'tail', in: 'query', required: false }),
     );
@@ -72,7 +75,10 @@ describe('OpenAPI document', () => {
 
   it('has a component for every schema id, and every reference resolves', () => {
     const schemas = document.components.schemas;
-    for (const id of ['Vm', 'Episode', 'Snapshot', 'Error', 'EngineEvent', 'ForkRequest', 'CreateEpisodeResponse']) {
+    for (const id of [
+      ...['Vm', 'Episode', 'Snapshot', 'Error', 'EngineEvent', 'ForkRequest', 'CreateEpisodeResponse'],
+      ...['VmNetwork', 'PortForward', 'NetworkRefusal'],
+    ]) {
       expect(schemas[id], id).toBeDefined();
     }
     for (const ref of refs(document)) {

@@ -127,6 +127,19 @@ describe('a networked VM seen from the host', { timeout: 300_000 }, () => {
       expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
       expect(new Set(seqs).size).toBe(seqs.length);
 
+      // A fork child has a stack and host ports of its own (fresh ones, since its parent holds the pinned one), and
+      // a count of its own.
+      const fork = await home.json<{ children: { id: string }[] }>(['fork', id]);
+      const child = await smol.vm(fork.children[0]!.id);
+      expect(child.ports.map((p) => p.guest)).toEqual([80, 22]);
+      const parentPorts = (await smol.vm(id)).ports.map((p) => p.host);
+      for (const p of child.ports) expect(parentPorts).not.toContain(p.host);
+      expect(child.ports[0]!.url).toBe(`http://127.0.0.1:${child.ports[0]!.host}/`);
+      await eventually('a refusal of the fork child', async () =>
+        (await smol.network(child.id)).events[0]?.seq === 1 ? true : undefined,
+      );
+      await home.json(['rm', child.id, '--force']);
+
       // Suspended: nothing is forwarded, and smol port says why.
       await home.json(['stop', id]);
       expect((await smol.vm(id)).ports).toEqual([]);
