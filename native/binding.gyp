@@ -39,6 +39,7 @@
         "vmm/snapshot.c",
         "vmm/snapshot_open.c",
         "vmm/snapshot_write.c",
+        "vmm/trace.c",
         "vmm/uart.c",
         "vmm/uart_state.c",
         "vmm/virtio_blk.c",

@@ -2,6 +2,7 @@
 
 extern "C" {
 #include "net_vm.h"
+#include "trace.h"
 }
 
 #include "vm_error_js.h"
@@ -48,6 +49,9 @@ struct VmWrap::Host {
   std::vector<struct vm_device_resource> resource_view;  // a boot's: config.resources points here
   struct vm_config config = {};
   int ops_in_flight = 0;       // pause/kill workers that still use `vm`
+  // The trace of the operation that made the VM (trace.h), kept when the VM is destroyed at its exit.
+  std::unique_ptr<struct vm_trace> final_trace;
+  struct vm_trace_times final_times = {};
   bool exited = false;
   bool tsfn_released = false;
   // Host is freed by whichever goes last: the wrapper (collected) or the thread-safe function (finalized), so a
@@ -106,6 +110,8 @@ static void NotifyJs(VmWrap::Host* host, Event event) {
     info.Set("reason", vm_exit_reason_name(exit.reason));
     info.Set("code", exit.code);
     info.Set("message", exit.message);
+    host->final_trace = std::make_unique<struct vm_trace>();
+    vm_trace_get(host->vm, host->final_trace.get(), &host->final_times);
     host->exited = true;
     host->DestroyWhenIdle();
     // Let go of everything that kept the VM's JavaScript side alive before calling out (the callback may throw).
@@ -144,6 +150,13 @@ static struct vm* LiveVm(const Napi::CallbackInfo& info, VmWrap::Host* host, con
 
 namespace {
 
+// Makes `trace` this worker thread's current one, begun when JavaScript asked (its first step: the wait for a thread).
+void BeginTrace(struct vm_trace* trace, double asked_at) {
+  vm_trace_begin(trace);
+  trace->t0 = trace->t_last = asked_at;
+  trace_step("binding: wait for a worker thread");
+}
+
 // Creates a VM off the JavaScript thread: boots one from config, or restores one from a snapshot directory.
 class CreateWorker : public Napi::AsyncWorker {
  public:
@@ -151,14 +164,19 @@ class CreateWorker : public Napi::AsyncWorker {
       : Napi::AsyncWorker(env, "smol:createVm"),
         host_(host),
         restore_dir_(std::move(restore_dir)),
-        deferred_(Napi::Promise::Deferred::New(env)) {}
+        deferred_(Napi::Promise::Deferred::New(env)),
+        asked_at_(trace_now_ms()) {}
   Napi::Promise Promise() { return deferred_.Promise(); }
 
   void Execute() override {
     struct vm_callbacks cb = {host_, OnOutput, OnExit};
     struct vm_error err = {};
+    struct vm_trace trace;
+    BeginTrace(&trace, asked_at_);
     if (restore_dir_.empty()) {
       if (vm_create(&host_->config, &cb, &host_->vm, &err) < 0) Fail(err);
+      else vm_trace_keep(host_->vm, &trace);
+      vm_trace_use(nullptr);
       return;
     }
     struct vm_snapshot* snap = nullptr;
@@ -167,6 +185,9 @@ class CreateWorker : public Napi::AsyncWorker {
     if (vm_snapshot_open(restore_dir_.c_str(), &snap, &err) < 0 || vm_restore(snap, &params, &host_->vm, &err) < 0)
       Fail(err);
     vm_snapshot_put(snap);
+    trace_step("release the snapshot");
+    if (host_->vm) vm_trace_keep(host_->vm, &trace);
+    vm_trace_use(nullptr);
   }
   void OnOK() override {
     // Until start(), neither the wrapper nor the event function keeps anything alive: a VM that is dropped before
@@ -187,6 +208,7 @@ class CreateWorker : public Napi::AsyncWorker {
   VmWrap::Host* host_;
   std::string restore_dir_;
   Napi::Promise::Deferred deferred_;
+  double asked_at_;
 };
 
 // What every worker that operates on an existing VM holds: the VM's wrapper, so it cannot be collected (and free
@@ -500,7 +522,8 @@ class ForkWorker : public Napi::AsyncWorker {
       : Napi::AsyncWorker(wrapper.Env(), "smol:fork"),
         held_(wrapper, parent),
         children_(std::move(children)),
-        resources_(std::move(resources)) {}
+        resources_(std::move(resources)),
+        asked_at_(trace_now_ms()) {}
   Napi::Promise Promise() { return held_.deferred.Promise(); }
 
   void Execute() override {
@@ -508,7 +531,12 @@ class ForkWorker : public Napi::AsyncWorker {
     struct vm_snapshot* snap = nullptr;
     std::vector<struct vm_device_resource> resources = resources_.View();
     struct vm_checkpoint_params params = {resources.data(), resources.size()};
+    // Each child's trace: the checkpoint's steps, the time its elder siblings took, then its own restore.
+    auto base = std::make_unique<struct vm_trace>();
+    auto trace = std::make_unique<struct vm_trace>();
+    BeginTrace(base.get(), asked_at_);
     if (vm_checkpoint(held_.host->vm, &params, &snap, &stats_, &err) < 0) {
+      vm_trace_use(nullptr);
       code_ = err.code;
       SetError(std::string("cannot fork: ") + err.msg);
       return;
@@ -519,13 +547,19 @@ class ForkWorker : public Napi::AsyncWorker {
       std::vector<struct vm_device_resource> child_resources = child->resources.View();
       struct vm_restore_params child_params = {held_.host->config.console_limit, &cb, child_resources.data(),
                                                child_resources.size()};
+      *trace = *base;
+      vm_trace_use(trace.get());
+      if (i > 0) trace_step("fork: the children before this one");
       if (vm_restore(snap, &child_params, &child->vm, &err) < 0 || vm_start(child->vm, &err) < 0) {
         code_ = err.code;
         SetError("cannot fork child " + std::to_string(i + 1) + " of " + std::to_string(children_.size()) + ": " +
                  err.msg);
         break;
       }
+      trace_step("start the vCPU threads");
+      vm_trace_keep(child->vm, trace.get());
     }
+    vm_trace_use(nullptr);
     vm_snapshot_put(snap);
   }
   void OnOK() override {
@@ -552,6 +586,7 @@ class ForkWorker : public Napi::AsyncWorker {
   std::vector<VmWrap::Host*> children_;
   Resources resources_;
   struct vm_checkpoint_stats stats_ = {};
+  double asked_at_;
 };
 
 class MemoryStatsWorker : public Napi::AsyncWorker {
@@ -626,6 +661,41 @@ Napi::Value VmWrap::Fork(const Napi::CallbackInfo& info) {
   Napi::Promise p = worker->Promise();
   worker->Queue();
   return p;
+}
+
+// trace(): where the time of the operation that made this VM went (docs/snapshots.md, "Where the time goes"), also
+// after its exit.
+Napi::Value VmWrap::Trace(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto trace = std::make_unique<struct vm_trace>();
+  struct vm_trace_times times;
+  if (host_->final_trace) {
+    *trace = *host_->final_trace;
+    times = host_->final_times;
+  } else if (host_->vm) {
+    vm_trace_get(host_->vm, trace.get(), &times);
+  } else {
+    throw VmError(env, "cannot read its trace: the VM is gone", ESRCH);
+  }
+  Napi::Array steps = Napi::Array::New(env, trace->nr_steps);
+  uint32_t ioctls = 0;
+  for (int i = 0; i < trace->nr_steps; i++) {
+    Napi::Object s = Napi::Object::New(env);
+    s.Set("step", trace->steps[i].name);
+    s.Set("ms", trace->steps[i].ms);
+    s.Set("kvmIoctls", trace->steps[i].kvm_ioctls);
+    ioctls += trace->steps[i].kvm_ioctls;
+    steps.Set(static_cast<uint32_t>(i), s);
+  }
+  auto at = [&](double ms) { return ms < 0 ? env.Null() : Napi::Value(Napi::Number::New(env, ms)); };
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("steps", steps);
+  out.Set("totalMs", trace->t_last - trace->t0);
+  out.Set("kvmIoctls", ioctls);
+  out.Set("startMs", at(times.start_ms));
+  out.Set("firstEntryMs", at(times.first_entry_ms));
+  out.Set("firstOutputMs", at(times.first_output_ms));
+  return out;
 }
 
 Napi::Value VmWrap::MemoryStats(const Napi::CallbackInfo& info) {
@@ -703,6 +773,7 @@ Napi::Function VmWrap::Define(Napi::Env env) {
                       InstanceMethod<&VmWrap::WriteConsole>("writeConsole"),
                       InstanceMethod<&VmWrap::Checkpoint>("checkpoint"), InstanceMethod<&VmWrap::Fork>("fork"),
                       InstanceMethod<&VmWrap::MemoryStats>("memoryStats"),
+                      InstanceMethod<&VmWrap::Trace>("trace"),
                       InstanceMethod<&VmWrap::CpuTimeNs>("cpuTimeNs"),
                       InstanceMethod<&VmWrap::Network>("network"),
                       InstanceAccessor<&VmWrap::State>("state")});

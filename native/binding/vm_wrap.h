@@ -31,6 +31,7 @@ class VmWrap : public Napi::ObjectWrap<VmWrap> {
   Napi::Value Checkpoint(const Napi::CallbackInfo& info);   // checkpoint(dir, onProgress?) -> Promise<info>
   Napi::Value Fork(const Napi::CallbackInfo& info);         // fork([{onConsole, onExit}, ...]) -> Promise<NativeVm[]>
   Napi::Value MemoryStats(const Napi::CallbackInfo& info);  // memoryStats() -> Promise<stats>
+  Napi::Value Trace(const Napi::CallbackInfo& info);        // trace() -> the steps of the operation that made it
   Napi::Value CpuTimeNs(const Napi::CallbackInfo& info);
   Napi::Value Network(const Napi::CallbackInfo& info);      // network(after) -> forwards, refusals, counters    // cpuTimeNs() -> number (vCPU threads' CPU time)
 

@@ -70,7 +70,7 @@ static int cpuid_setup(struct vcpu *cpu, struct vm_error *err)
 		if (!c)
 			return vm_error_set(err, ENOMEM, "out of memory for CPUID");
 		c->nent = (uint32_t)n;
-		ret = ioctl(cpu->vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, c);
+		ret = kvm_ioctl(cpu->vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, c);
 		if (ret == 0 || errno != E2BIG)
 			break;
 	}
@@ -82,7 +82,7 @@ static int cpuid_setup(struct vcpu *cpu, struct vm_error *err)
 	 * KVM emulates the TSC-deadline mode of the local APIC timer but leaves it out of KVM_GET_SUPPORTED_CPUID; the
 	 * VMM has to offer it. Without it Linux calibrates the APIC timer against another clock at every boot.
 	 */
-	tsc_deadline = ioctl(cpu->vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) > 0;
+	tsc_deadline = kvm_ioctl(cpu->vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) > 0;
 	for (uint32_t i = 0; i < c->nent; i++) {
 		struct kvm_cpuid_entry2 *e = &c->entries[i];
 
@@ -99,7 +99,7 @@ static int cpuid_setup(struct vcpu *cpu, struct vm_error *err)
 			break;
 		}
 	}
-	ret = ioctl(cpu->fd, KVM_SET_CPUID2, c);
+	ret = kvm_ioctl(cpu->fd, KVM_SET_CPUID2, c);
 	free(c);
 	if (ret < 0)
 		return vm_error_set(err, errno, "KVM_SET_CPUID2: %s", strerror(errno));
@@ -126,7 +126,7 @@ static int msrs_setup(struct vcpu *cpu, struct vm_error *err)
 		msrs.entries[i].index = boot_msrs[i].index;
 		msrs.entries[i].data = boot_msrs[i].value;
 	}
-	ret = ioctl(cpu->fd, KVM_SET_MSRS, &msrs);
+	ret = kvm_ioctl(cpu->fd, KVM_SET_MSRS, &msrs);
 	if (ret < 0)
 		return vm_error_set(err, errno, "KVM_SET_MSRS: %s", strerror(errno));
 	if (ret != n)
@@ -139,11 +139,11 @@ static int lapic_setup(struct vcpu *cpu, struct vm_error *err)
 	struct kvm_lapic_state lapic;
 	uint32_t *lvt0 = (uint32_t *)(lapic.regs + APIC_LVT0), *lvt1 = (uint32_t *)(lapic.regs + APIC_LVT1);
 
-	if (ioctl(cpu->fd, KVM_GET_LAPIC, &lapic) < 0)
+	if (kvm_ioctl(cpu->fd, KVM_GET_LAPIC, &lapic) < 0)
 		return vm_error_set(err, errno, "KVM_GET_LAPIC: %s", strerror(errno));
 	*lvt0 = (*lvt0 & ~0x700u) | (APIC_MODE_EXTINT << 8);	/* the 8259 PIC reaches the CPU through LINT0 */
 	*lvt1 = (*lvt1 & ~0x700u) | (APIC_MODE_NMI << 8);
-	if (ioctl(cpu->fd, KVM_SET_LAPIC, &lapic) < 0)
+	if (kvm_ioctl(cpu->fd, KVM_SET_LAPIC, &lapic) < 0)
 		return vm_error_set(err, errno, "KVM_SET_LAPIC: %s", strerror(errno));
 	return 0;
 }
@@ -155,7 +155,7 @@ static int fpu_setup(struct vcpu *cpu, struct vm_error *err)
 	memset(&fpu, 0, sizeof(fpu));
 	fpu.fcw = 0x37f;
 	fpu.mxcsr = 0x1f80;
-	if (ioctl(cpu->fd, KVM_SET_FPU, &fpu) < 0)
+	if (kvm_ioctl(cpu->fd, KVM_SET_FPU, &fpu) < 0)
 		return vm_error_set(err, errno, "KVM_SET_FPU: %s", strerror(errno));
 	return 0;
 }
@@ -167,10 +167,10 @@ int vcpu_create(struct vm *vm, int id, int boot, struct vm_error *err)
 
 	cpu->vm = vm;
 	cpu->id = id;
-	cpu->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, id);
+	cpu->fd = kvm_ioctl(vm->vm_fd, KVM_CREATE_VCPU, id);
 	if (cpu->fd < 0)
 		return vm_error_set(err, errno, "KVM_CREATE_VCPU %d: %s", id, strerror(errno));
-	size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	size = kvm_ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
 	if (size < (int)sizeof(struct kvm_run))
 		return vm_error_set(err, EIO, "KVM_GET_VCPU_MMAP_SIZE returned %d", size);
 	cpu->run = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, cpu->fd, 0);
@@ -209,7 +209,7 @@ int vcpu_setup_boot(struct vcpu *cpu, uint64_t entry, struct vm_error *err)
 	struct kvm_sregs sregs;
 	struct kvm_regs regs;
 
-	if (ioctl(cpu->fd, KVM_GET_SREGS, &sregs) < 0)
+	if (kvm_ioctl(cpu->fd, KVM_GET_SREGS, &sregs) < 0)
 		return vm_error_set(err, errno, "KVM_GET_SREGS: %s", strerror(errno));
 	segment_set(&sregs.cs, BOOT_SEL_CODE, 11, 1);
 	segment_set(&sregs.ds, BOOT_SEL_DATA, 3, 0);
@@ -223,7 +223,7 @@ int vcpu_setup_boot(struct vcpu *cpu, uint64_t entry, struct vm_error *err)
 	sregs.cr3 = BOOT_PML4;
 	sregs.cr4 = 0x620;		/* OSXMMEXCPT | OSFXSR | PAE */
 	sregs.efer = 0x500;		/* LMA | LME */
-	if (ioctl(cpu->fd, KVM_SET_SREGS, &sregs) < 0)
+	if (kvm_ioctl(cpu->fd, KVM_SET_SREGS, &sregs) < 0)
 		return vm_error_set(err, errno, "KVM_SET_SREGS: %s", strerror(errno));
 
 	memset(&regs, 0, sizeof(regs));
@@ -231,7 +231,7 @@ int vcpu_setup_boot(struct vcpu *cpu, uint64_t entry, struct vm_error *err)
 	regs.rip = entry;
 	regs.rsp = regs.rbp = BOOT_STACK;
 	regs.rsi = BOOT_ZERO_PAGE;
-	if (ioctl(cpu->fd, KVM_SET_REGS, &regs) < 0)
+	if (kvm_ioctl(cpu->fd, KVM_SET_REGS, &regs) < 0)
 		return vm_error_set(err, errno, "KVM_SET_REGS: %s", strerror(errno));
 	return 0;
 }
@@ -329,7 +329,7 @@ static int vcpu_wait_runnable(struct vcpu *cpu)
 			 */
 			pthread_mutex_unlock(&vm->lock);
 			__atomic_store_n(&cpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
-			ioctl(cpu->fd, KVM_RUN, 0);
+			kvm_ioctl(cpu->fd, KVM_RUN, 0);
 			cpu->io_pending = 0;
 			pthread_mutex_lock(&vm->lock);
 			continue;
@@ -376,8 +376,10 @@ void *vcpu_thread(void *arg)
 		if (vcpu_wait_runnable(cpu))
 			break;
 		cpu->io_pending = 0;	/* KVM_RUN completes it first, whatever it returns */
+		if (cpu->id == 0 && !cpu->nr_runs)
+			vm_stamp_once(&vm->t_first_entry);
 		__atomic_store_n(&cpu->in_run, 1, __ATOMIC_RELAXED);
-		ret = ioctl(cpu->fd, KVM_RUN, 0);
+		ret = kvm_ioctl(cpu->fd, KVM_RUN, 0);
 		__atomic_store_n(&cpu->in_run, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&cpu->last_exit, ret < 0 ? -errno : (int)cpu->run->exit_reason, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&cpu->nr_runs, 1, __ATOMIC_RELAXED);

@@ -12,6 +12,7 @@
 #include "guest_mem.h"
 #include "io.h"
 #include "loader.h"
+#include "trace.h"
 #include "vm.h"
 
 struct vcpu {
@@ -66,6 +67,7 @@ struct device_instance {
  */
 struct vm_device_config {
 	char *disk;		/* owned copy */
+	char *volumes[VM_MAX_VOLUMES];	/* owned copies of the volumes' base images; NULL: no such volume */
 	int rng;
 	int virtio_console;
 	uint64_t vsock_cid;
@@ -80,7 +82,7 @@ struct vm {
 	struct console console;
 	struct console_input frontends[VM_MAX_CONSOLE_FRONTENDS];	/* in rank order */
 	int nr_frontends;
-	struct device_instance devices[16];
+	struct device_instance devices[24];
 	int nr_devices;
 	struct kernel_image kernel;
 	struct vm_callbacks cb;
@@ -107,6 +109,12 @@ struct vm {
 	int dirty_log;		/* the memory slots log dirty pages */
 	struct vm_exit exit;
 	struct vm *debug_next;	/* SMOL_DEBUG_DUMP's list of live VMs */
+	/*
+	 * The operation that made it (trace.h, vm_trace_keep), and CLOCK_MONOTONIC ms of its vm_start, of vCPU 0's
+	 * first KVM_RUN and of its first console output (0: not yet; written once, by whichever thread sees it).
+	 */
+	struct vm_trace trace;
+	double t_start, t_first_entry, t_first_output;
 };
 
 /* vm.c, for snapshot.c: the parts of creating a VM that a restore shares with a boot. */
@@ -145,6 +153,9 @@ int vm_irq_line(struct vm *vm, unsigned irq, int level);
 void vm_debug_register(struct vm *vm);
 void vm_debug_unregister(struct vm *vm);
 void vm_debug_dump(struct vm *vm, FILE *out);
+
+/* Sets *at (a CLOCK_MONOTONIC ms time of struct vm) to now unless it is set already. */
+void vm_stamp_once(double *at);
 
 /* cpu.c */
 /* boot: set CPUID, MSRs, FPU and LAPIC for a first boot; a restore sets them from the snapshot instead. */

@@ -50,7 +50,7 @@ static int msr_list_get(struct vcpu *cpu, const uint32_t **list, uint32_t *n, st
 	pthread_mutex_lock(&msr_list_lock);
 	if (msr_list)
 		goto out;
-	if (ioctl(cpu->vm->kvm_fd, KVM_GET_MSR_INDEX_LIST, &probe) < 0 && errno != E2BIG) {
+	if (kvm_ioctl(cpu->vm->kvm_fd, KVM_GET_MSR_INDEX_LIST, &probe) < 0 && errno != E2BIG) {
 		ret = vm_error_set(err, errno, "KVM_GET_MSR_INDEX_LIST: %s", strerror(errno));
 		goto out;
 	}
@@ -62,7 +62,7 @@ static int msr_list_get(struct vcpu *cpu, const uint32_t **list, uint32_t *n, st
 		goto fail;
 	}
 	all->nmsrs = probe.nmsrs;
-	if (ioctl(cpu->vm->kvm_fd, KVM_GET_MSR_INDEX_LIST, all) < 0) {
+	if (kvm_ioctl(cpu->vm->kvm_fd, KVM_GET_MSR_INDEX_LIST, all) < 0) {
 		ret = vm_error_set(err, errno, "KVM_GET_MSR_INDEX_LIST: %s", strerror(errno));
 		goto fail;
 	}
@@ -80,7 +80,7 @@ static int msr_list_get(struct vcpu *cpu, const uint32_t **list, uint32_t *n, st
 		}
 		rest->nmsrs = msrs->nmsrs - done;
 		memcpy(rest->entries, msrs->entries + done, rest->nmsrs * sizeof(struct kvm_msr_entry));
-		got = ioctl(cpu->fd, KVM_GET_MSRS, rest);
+		got = kvm_ioctl(cpu->fd, KVM_GET_MSRS, rest);
 		free(rest);
 		if (got < 0) {
 			ret = vm_error_set(err, errno, "KVM_GET_MSRS: %s", strerror(errno));
@@ -108,14 +108,14 @@ out:
 
 static int get(int fd, unsigned long req, void *arg, const char *name, struct vm_error *err)
 {
-	if (ioctl(fd, req, arg) < 0)
+	if (kvm_ioctl(fd, req, arg) < 0)
 		return vm_error_set(err, errno, "%s: %s", name, strerror(errno));
 	return 0;
 }
 
 static int xsave_size(struct vm *vm)
 {
-	int size = ioctl(vm->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_XSAVE2);
+	int size = kvm_ioctl(vm->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_XSAVE2);
 
 	return size > (int)sizeof(struct kvm_xsave) ? size : (int)sizeof(struct kvm_xsave);
 }
@@ -189,7 +189,7 @@ static int vcpu_save(struct vcpu *cpu, struct snap_writer *w, struct vm_error *e
 			break;
 		}
 		cpuid->nent = n;
-		if (ioctl(cpu->fd, KVM_GET_CPUID2, cpuid) == 0)
+		if (kvm_ioctl(cpu->fd, KVM_GET_CPUID2, cpuid) == 0)
 			break;
 		if (errno != E2BIG || n >= SNAP_MAX_CPUID)
 			ret = vm_error_set(err, errno, "KVM_GET_CPUID2: %s", strerror(errno));
@@ -207,7 +207,7 @@ static int vcpu_save(struct vcpu *cpu, struct snap_writer *w, struct vm_error *e
 		msrs->nmsrs = nr_list;
 		for (uint32_t i = 0; i < nr_list; i++)
 			msrs->entries[i].index = list[i];
-		got = ioctl(cpu->fd, KVM_GET_MSRS, msrs);
+		got = kvm_ioctl(cpu->fd, KVM_GET_MSRS, msrs);
 		if (got != (int)nr_list)
 			ret = vm_error_set(err, got < 0 ? errno : EIO, "KVM_GET_MSRS: %s", got < 0 ? strerror(errno) :
 					   "KVM read fewer MSRs than it did before");
@@ -256,7 +256,7 @@ int kvm_state_save(struct vm *vm, struct snap_writer *w, struct vm_error *err)
 	uint8_t vm_section[24] = { 0 };
 	uint64_t mem_size = vm->mem.size, tsc_khz;
 	uint32_t nr = (uint32_t)vm->nr_cpus;
-	int khz = ioctl(vm->cpus[0].fd, KVM_GET_TSC_KHZ, 0);
+	int khz = kvm_ioctl(vm->cpus[0].fd, KVM_GET_TSC_KHZ, 0);
 	int ret;
 
 	tsc_khz = khz > 0 ? (uint64_t)khz : 0;
@@ -296,7 +296,7 @@ static const struct snap_section *section(const struct snap_blob *s, uint32_t ki
 
 static int set(int fd, unsigned long req, const void *arg, const char *name, int cpu, struct vm_error *err)
 {
-	if (ioctl(fd, req, arg) < 0) {
+	if (kvm_ioctl(fd, req, arg) < 0) {
 		if (cpu >= 0)
 			return vm_error_set(err, errno, "restoring vCPU %d: %s: %s", cpu, name, strerror(errno));
 		return vm_error_set(err, errno, "restoring the VM: %s: %s", name, strerror(errno));
@@ -312,11 +312,11 @@ static int vcpu_restore(struct vcpu *cpu, const struct snap_blob *s, uint64_t ts
 	void *buf;
 
 	if (tsc_khz) {
-		int khz = ioctl(cpu->fd, KVM_GET_TSC_KHZ, 0);
+		int khz = kvm_ioctl(cpu->fd, KVM_GET_TSC_KHZ, 0);
 
 		/* A different TSC rate (another host) is scaled when KVM can; otherwise kvmclock copes. */
 		if (khz > 0 && ((uint64_t)khz > tsc_khz + tsc_khz / 4000 || (uint64_t)khz + tsc_khz / 4000 < tsc_khz))
-			ioctl(cpu->fd, KVM_SET_TSC_KHZ, (unsigned long)tsc_khz);
+			kvm_ioctl(cpu->fd, KVM_SET_TSC_KHZ, (unsigned long)tsc_khz);
 	}
 	buf = get_counted(section(s, SNAP_CPUID, id), sizeof(struct kvm_cpuid_entry2), &count);
 	if (!buf)
@@ -351,7 +351,7 @@ static int vcpu_restore(struct vcpu *cpu, const struct snap_blob *s, uint64_t ts
 		buf = get_counted(section(s, SNAP_MSRS, id), sizeof(struct kvm_msr_entry), &count);
 		if (!buf)
 			return vm_error_set(err, ENOMEM, "out of memory for MSRs");
-		n = ioctl(cpu->fd, KVM_SET_MSRS, buf);
+		n = kvm_ioctl(cpu->fd, KVM_SET_MSRS, buf);
 		if (n != (int)count)
 			ret = vm_error_set(err, n < 0 ? errno : EINVAL, "restoring vCPU %d: KVM refused MSR 0x%x%s%s",
 					   cpu->id, n >= 0 && (uint32_t)n < count ?
@@ -387,6 +387,7 @@ int kvm_state_restore(struct vm *vm, const struct snap_blob *s, uint64_t tsc_khz
 					    ic.chip_id);
 		ret = set(vm->vm_fd, KVM_SET_IRQCHIP, &ic, "KVM_SET_IRQCHIP", -1, err);
 	}
+	trace_step("set KVM state (PIT, clock, irqchip)");
 	for (int i = 0; !ret && i < vm->nr_cpus; i++)
 		ret = vcpu_restore(&vm->cpus[i], s, tsc_khz, err);
 	return ret;

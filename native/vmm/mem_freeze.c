@@ -34,7 +34,7 @@ static int dirty_log_take(struct vm *vm, uint8_t *bitmap, struct vm_error *err)
 		if (!log)
 			return vm_error_set(err, ENOMEM, "out of memory for the dirty log");
 		dl.dirty_bitmap = log;
-		if (ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &dl) < 0) {
+		if (kvm_ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &dl) < 0) {
 			free(log);
 			return vm_error_set(err, errno, "KVM_GET_DIRTY_LOG: %s", strerror(errno));
 		}

@@ -171,6 +171,7 @@ int vm_checkpoint(struct vm *vm, const struct vm_checkpoint_params *params, stru
 	if (ret < 0)
 		return vm_error_prefix(err, "cannot checkpoint: ");
 	ret = vm_hold(vm, &was_running, err);
+	trace_step("checkpoint: park the vCPUs");
 	if (ret < 0)
 		return vm_error_prefix(err, "cannot checkpoint: ");
 	snap_writer_init(&w);
@@ -182,15 +183,20 @@ int vm_checkpoint(struct vm *vm, const struct vm_checkpoint_params *params, stru
 		snap_writer_free(&w);
 		return vm_error_prefix(err, "cannot checkpoint: ");
 	}
+	trace_step("checkpoint: quiesce devices");
 	ret = kvm_state_save(vm, &w, err);
+	trace_step("checkpoint: capture KVM state");
 	if (!ret)
 		ret = devices_save(vm, &w, err);
+	trace_step("checkpoint: save devices");
 	if (!ret)
 		ret = memory_freeze(vm, &st, err);
+	trace_step("checkpoint: freeze memory");
 	devices_resume(vm);
 	vm->next_resources = NULL;
 	vm->nr_next_resources = 0;
 	vm_release(vm, was_running);
+	trace_step("checkpoint: resume");
 	st.pause_ms = now_ms() - t0;
 	file_random_id(id, SNAP_ID_SIZE);	/* never all zeros, which means "no parent" */
 	if (!ret)
@@ -200,6 +206,7 @@ int vm_checkpoint(struct vm *vm, const struct vm_checkpoint_params *params, stru
 		return ret;
 	}
 	ret = snapshot_from_blob(w.buf, w.len, "the checkpoint", vm->mem.layer, out, err);
+	trace_step("checkpoint: parse the state");
 	if (stats)
 		*stats = st;
 	return ret;
@@ -257,6 +264,7 @@ static int devices_restore(struct vm *vm, const struct vm_snapshot *s, struct vm
 			found = 1;
 			if (d->type->load(vm, d->state, sec->data + 1 + name_len, (size_t)sec->len - 1 - name_len, err) < 0)
 				return vm_error_prefix(err, "snapshot: the %s's state: ", d->type->name);
+			trace_stepf("load %s", d->type->name);
 		}
 		if (!found)
 			return vm_error_set(err, EINVAL, "snapshot: state for a device this VMM does not have: %.*s",
@@ -277,6 +285,7 @@ static int devices_restore(struct vm *vm, const struct vm_snapshot *s, struct vm
 	}
 	if (input && input->len)
 		console_in_write(&vm->console, input->data, (size_t)input->len);
+	trace_step("console input");
 	return 0;
 }
 
@@ -299,6 +308,7 @@ int vm_restore(struct vm_snapshot *s, const struct vm_restore_params *params, st
 		ret = vm_build(vm, 0, s->layer, err);
 	if (!ret)
 		ret = kvm_state_restore(vm, &s->parsed, s->info.tsc_khz, err);
+	trace_step("set KVM state (vCPUs)");
 	if (!ret)
 		ret = devices_restore(vm, s, err);
 	vm->restoring = NULL;
@@ -307,10 +317,13 @@ int vm_restore(struct vm_snapshot *s, const struct vm_restore_params *params, st
 		return ret;
 	}
 	for (int k = 0; k < vm->nr_devices; k++)
-		if (vm->devices[k].type->clone)
+		if (vm->devices[k].type->clone) {
 			vm->devices[k].type->clone(vm, vm->devices[k].state);
+			trace_stepf("clone hygiene %s", vm->devices[k].type->name);
+		}
 	for (int i = 0; i < vm->nr_cpus; i++)
-		ioctl(vm->cpus[i].fd, KVM_KVMCLOCK_CTRL, 0);	/* EINVAL when the guest has no kvmclock: fine */
+		kvm_ioctl(vm->cpus[i].fd, KVM_KVMCLOCK_CTRL, 0);	/* EINVAL when the guest has no kvmclock: fine */
+	trace_step("KVMCLOCK_CTRL");
 	vm->state = VM_CREATED;
 	*out = vm;
 	return 0;

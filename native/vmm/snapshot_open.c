@@ -8,6 +8,7 @@
 #include "mem_layer.h"
 #include "snapfile.h"
 #include "snapshot.h"
+#include "trace.h"
 #include "vm.h"
 
 #include <errno.h>
@@ -121,6 +122,7 @@ static int snapshot_open_at(const char *dir, int depth, struct vm_snapshot **out
 	ret = snap_parse(blob, len, path, &s->parsed, err);
 	if (!ret)
 		ret = snap_validate(&s->parsed, path, &s->info, err);
+	trace_stepf("open snapshot: state%s", depth ? " (a parent)" : "");
 	if (!ret && s->info.parent_path[0]) {
 		snprintf(parent_dir, sizeof(parent_dir), "%s/%s", abs_dir, s->info.parent_path);
 		ret = snapshot_open_at(parent_dir, depth + 1, &parent, err);
@@ -135,6 +137,7 @@ static int snapshot_open_at(const char *dir, int depth, struct vm_snapshot **out
 	}
 	if (!ret)
 		ret = open_layer(abs_dir, s, parent ? parent->layer : NULL, &layer, err);
+	trace_stepf("open snapshot: memory layer%s", depth ? " (a parent)" : "");
 	vm_snapshot_put(parent);
 	if (ret < 0) {
 		vm_snapshot_put(s);

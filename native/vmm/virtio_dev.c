@@ -84,7 +84,7 @@ static int ioeventfd(struct vdev *v, int q, int assign)
 		.flags = KVM_IOEVENTFD_FLAG_DATAMATCH | (assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN),
 	};
 
-	return ioctl(v->vm->vm_fd, KVM_IOEVENTFD, &io) < 0 ? -errno : 0;
+	return kvm_ioctl(v->vm->vm_fd, KVM_IOEVENTFD, &io) < 0 ? -errno : 0;
 }
 
 void vdev_free(struct vdev *v)
@@ -104,7 +104,7 @@ void vdev_free(struct vdev *v)
 	if (v->irqfd >= 0) {
 		struct kvm_irqfd irq = { .fd = (uint32_t)v->irqfd, .gsi = v->gsi, .flags = KVM_IRQFD_FLAG_DEASSIGN };
 
-		ioctl(v->vm->vm_fd, KVM_IRQFD, &irq);
+		kvm_ioctl(v->vm->vm_fd, KVM_IRQFD, &irq);
 		close(v->irqfd);
 	}
 	if (v->stop_fd >= 0)
@@ -174,7 +174,7 @@ int vdev_create(struct vm *vm, const struct virtio_dev_ops *ops, int slot, void 
 	if (v->irqfd >= 0) {
 		struct kvm_irqfd irq = { .fd = (uint32_t)v->irqfd, .gsi = v->gsi };
 
-		if (ioctl(vm->vm_fd, KVM_IRQFD, &irq) < 0) {
+		if (kvm_ioctl(vm->vm_fd, KVM_IRQFD, &irq) < 0) {
 			close(v->irqfd);	/* no irqfd: raise the line with KVM_IRQ_LINE instead */
 			v->irqfd = -1;
 		}

@@ -48,17 +48,17 @@ static int kvm_open(struct vm *vm, struct vm_error *err)
 	vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (vm->kvm_fd < 0)
 		return vm_error_set(err, errno, "cannot open /dev/kvm: %s", strerror(errno));
-	version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
+	version = kvm_ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
 	if (version < 0)
 		return vm_error_set(err, errno, "/dev/kvm: KVM_GET_API_VERSION: %s", strerror(errno));
 	if (version != KVM_API_VERSION)
 		return vm_error_set(err, ENOTSUP, "/dev/kvm speaks KVM API %d; the VMM needs %d", version,
 				    KVM_API_VERSION);
 	for (size_t i = 0; i < sizeof(required_caps) / sizeof(required_caps[0]); i++) {
-		if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, required_caps[i].cap) <= 0)
+		if (kvm_ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, required_caps[i].cap) <= 0)
 			return vm_error_set(err, ENOTSUP, "KVM lacks the capability KVM_CAP_%s", required_caps[i].name);
 	}
-	vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+	vm->vm_fd = kvm_ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
 	if (vm->vm_fd < 0)
 		return vm_error_set(err, errno, "KVM_CREATE_VM: %s", strerror(errno));
 	return 0;
@@ -69,13 +69,13 @@ static int kvm_platform_setup(struct vm *vm, struct vm_error *err)
 	uint64_t identity = KVM_IDENTITY_MAP_ADDR;
 	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
 
-	if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, KVM_TSS_ADDR) < 0)
+	if (kvm_ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, KVM_TSS_ADDR) < 0)
 		return vm_error_set(err, errno, "KVM_SET_TSS_ADDR: %s", strerror(errno));
-	if (ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0)
+	if (kvm_ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0)
 		return vm_error_set(err, errno, "KVM_SET_IDENTITY_MAP_ADDR: %s", strerror(errno));
-	if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0)
+	if (kvm_ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0)
 		return vm_error_set(err, errno, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
-	if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
+	if (kvm_ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
 		return vm_error_set(err, errno, "KVM_CREATE_PIT2: %s", strerror(errno));
 	return 0;
 }
@@ -91,7 +91,7 @@ int vm_memory_register(struct vm *vm, int log_dirty, struct vm_error *err)
 
 	for (int i = 0; i < 2 && slots[i].memory_size; i++) {
 		slots[i].flags = log_dirty ? KVM_MEM_LOG_DIRTY_PAGES : 0;
-		if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &slots[i]) < 0)
+		if (kvm_ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &slots[i]) < 0)
 			return vm_error_set(err, errno, "KVM_SET_USER_MEMORY_REGION (%s): %s", i ? "high" : "low",
 					    strerror(errno));
 	}
@@ -104,7 +104,7 @@ void vm_memory_unregister(struct vm *vm)
 	for (uint32_t slot = 0; slot < 2; slot++) {
 		struct kvm_userspace_memory_region r = { .slot = slot };
 
-		ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r);	/* size 0 deletes; a missing slot is fine */
+		kvm_ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r);	/* size 0 deletes; a missing slot is fine */
 	}
 }
 
@@ -151,6 +151,12 @@ static int config_check(const struct vm_config *cfg, struct vm_error *err)
 		return vm_error_set(err, EINVAL, "no kernel given");
 	if (cfg->disk_top && !cfg->disk)
 		return vm_error_set(err, EINVAL, "a disk top layer needs a disk (its base image)");
+	if (cfg->nr_volumes < 0 || cfg->nr_volumes > VM_MAX_VOLUMES)
+		return vm_error_set(err, EINVAL, "volumes must be between 0 and %d (got %d)", VM_MAX_VOLUMES,
+				    cfg->nr_volumes);
+	for (int i = 0; i < cfg->nr_volumes; i++)
+		if (!cfg->volumes[i].base || !*cfg->volumes[i].base)
+			return vm_error_set(err, EINVAL, "volume %d has no base image", i + 1);
 	return 0;
 }
 
@@ -214,6 +220,42 @@ static int boot_load_with(struct vm *vm, const struct vm_config *cfg, struct boo
 	return vcpu_setup_boot(&vm->cpus[0], vm->kernel.entry, err);
 }
 
+void vm_stamp_once(double *at)
+{
+	double zero = 0, now = trace_now_ms();
+
+	__atomic_compare_exchange(at, &zero, &now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/* The console's output callback: the first one is the VM's first output (trace.h). */
+static void vm_on_output(void *opaque)
+{
+	struct vm *vm = opaque;
+
+	if (!__atomic_load_n((uint64_t *)(void *)&vm->t_first_output, __ATOMIC_RELAXED))
+		vm_stamp_once(&vm->t_first_output);
+	if (vm->cb.on_output)
+		vm->cb.on_output(vm->cb.opaque);
+}
+
+void vm_trace_keep(struct vm *vm, const struct vm_trace *trace)
+{
+	vm->trace = *trace;
+}
+
+void vm_trace_get(struct vm *vm, struct vm_trace *out, struct vm_trace_times *times)
+{
+	double at[3];
+
+	*out = vm->trace;
+	__atomic_load(&vm->t_start, &at[0], __ATOMIC_RELAXED);
+	__atomic_load(&vm->t_first_entry, &at[1], __ATOMIC_RELAXED);
+	__atomic_load(&vm->t_first_output, &at[2], __ATOMIC_RELAXED);
+	times->start_ms = at[0] ? at[0] - out->t0 : -1;
+	times->first_entry_ms = at[1] ? at[1] - out->t0 : -1;
+	times->first_output_ms = at[2] ? at[2] - out->t0 : -1;
+}
+
 struct vm *vm_alloc(int nr_cpus, uint64_t console_limit, const struct vm_callbacks *cb, struct vm_error *err)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
@@ -230,7 +272,7 @@ struct vm *vm_alloc(int nr_cpus, uint64_t console_limit, const struct vm_callbac
 	pthread_mutex_init(&vm->lock, NULL);
 	pthread_cond_init(&vm->cond, NULL);
 	vm->cpus = calloc((size_t)nr_cpus, sizeof(*vm->cpus));
-	if (!vm->cpus || console_init(&vm->console, console_limit, vm->cb.on_output, vm->cb.opaque) < 0) {
+	if (!vm->cpus || console_init(&vm->console, console_limit, vm_on_output, vm) < 0) {
 		free(vm->cpus);
 		pthread_cond_destroy(&vm->cond);
 		pthread_mutex_destroy(&vm->lock);
@@ -241,6 +283,7 @@ struct vm *vm_alloc(int nr_cpus, uint64_t console_limit, const struct vm_callbac
 	for (int i = 0; i < nr_cpus; i++)
 		vm->cpus[i].fd = -1;
 	vm_debug_register(vm);
+	trace_step("VM structure");
 	return vm;
 }
 
@@ -249,16 +292,22 @@ int vm_build(struct vm *vm, uint64_t mem_size, struct mem_layer *layer, struct v
 	int boot = layer == NULL;
 	int ret = kvm_open(vm, err);
 
+	trace_step("KVM VM (open, KVM_CREATE_VM)");
 	if (!ret)
 		ret = kvm_platform_setup(vm, err);
+	trace_step("irqchip, PIT, TSS");
 	if (!ret)
 		ret = boot ? guest_mem_init(&vm->mem, mem_size, err) : guest_mem_init_layer(&vm->mem, layer, err);
+	trace_step(boot ? "guest RAM (memfd)" : "guest RAM (map layers)");
 	if (!ret)
 		ret = vm_memory_register(vm, !boot, err);	/* a restored VM's next checkpoint is a diff */
+	trace_step("memory slots");
 	for (int i = 0; !ret && i < vm->nr_cpus; i++)
 		ret = vcpu_create(vm, i, boot, err);
+	trace_step(boot ? "vCPUs (CPUID, MSRs, FPU, LAPIC)" : "vCPUs");
 	if (!ret)
 		ret = vm_devices_setup(vm, err);
+	trace_step("devices setup");
 	return ret;
 }
 
@@ -273,7 +322,9 @@ int vm_check_console_limit(uint64_t limit, struct vm_error *err)
 int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct vm **out, struct vm_error *err)
 {
 	/* The config's host paths are the devices' entries, as a restore's resources are. */
-	struct vm_device_resource boot[2 + VM_BOOT_RESOURCES_MAX];
+	struct vm_device_resource boot[2 + VM_MAX_VOLUMES + VM_BOOT_RESOURCES_MAX];
+	static const char *const volume_names[VM_MAX_VOLUMES] = { "virtio-blk-1", "virtio-blk-2", "virtio-blk-3",
+								   "virtio-blk-4" };
 	size_t nr = 0;
 	struct vm *vm;
 	int ret = config_check(cfg, err);
@@ -288,6 +339,9 @@ int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct
 		boot[nr++] = (struct vm_device_resource){ "virtio-blk", cfg->disk_top };
 	if (cfg->vsock_path)
 		boot[nr++] = (struct vm_device_resource){ "virtio-vsock", cfg->vsock_path };
+	for (int i = 0; i < cfg->nr_volumes; i++)
+		if (cfg->volumes[i].top)
+			boot[nr++] = (struct vm_device_resource){ volume_names[i], cfg->volumes[i].top };
 	vm = vm_alloc(cfg->nr_cpus, cfg->console_limit, cb, err);
 	if (!vm)
 		return -1;
@@ -295,7 +349,10 @@ int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct
 	vm->devcfg.virtio_console = cfg->virtio_console;
 	vm->devcfg.disk = cfg->disk ? strdup(cfg->disk) : NULL;
 	vm->devcfg.vsock_cid = cfg->vsock_cid ? cfg->vsock_cid : 3;
-	if (cfg->disk && !vm->devcfg.disk) {
+	for (int i = 0; i < cfg->nr_volumes; i++)
+		if (!(vm->devcfg.volumes[i] = strdup(cfg->volumes[i].base)))
+			ret = -ENOMEM;
+	if ((cfg->disk && !vm->devcfg.disk) || ret < 0) {
 		vm_destroy(vm);
 		return vm_error_set(err, ENOMEM, "out of memory");
 	}
@@ -304,6 +361,7 @@ int vm_create(const struct vm_config *cfg, const struct vm_callbacks *cb, struct
 		ret = vm_build(vm, cfg->mem_size, NULL, err);
 	if (!ret)
 		ret = boot_load(vm, cfg, err);
+	trace_step("kernel and boot data");
 	if (ret < 0) {
 		vm_destroy(vm);
 		return ret;
@@ -325,6 +383,7 @@ int vm_start(struct vm *vm, struct vm_error *err)
 		goto out;
 	}
 	vm->state = VM_RUNNING;
+	vm_stamp_once(&vm->t_start);
 	for (int i = 0; i < vm->nr_cpus; i++) {
 		struct vcpu *cpu = &vm->cpus[i];
 		int e = pthread_create(&cpu->thread, NULL, vcpu_thread, cpu);
@@ -525,6 +584,8 @@ void vm_destroy(struct vm *vm)
 		close(vm->kvm_fd);
 	console_exit(&vm->console);
 	free(vm->devcfg.disk);
+	for (int i = 0; i < VM_MAX_VOLUMES; i++)
+		free(vm->devcfg.volumes[i]);
 	for (size_t i = 0; i < vm->nr_resources; i++) {
 		free((char *)vm->resources[i].device);
 		free((char *)vm->resources[i].path);
@@ -540,7 +601,7 @@ int vm_irq_line(struct vm *vm, unsigned irq, int level)
 {
 	struct kvm_irq_level line = { .irq = irq, .level = (uint32_t)level };
 
-	return ioctl(vm->vm_fd, KVM_IRQ_LINE, &line) < 0 ? -errno : 0;
+	return kvm_ioctl(vm->vm_fd, KVM_IRQ_LINE, &line) < 0 ? -errno : 0;
 }
 
 size_t vm_console_read(struct vm *vm, void *buf, size_t len)

@@ -12,6 +12,7 @@
 #define VM_MAX_MEM_MIB (256 * 1024)
 #define VM_MIN_CONSOLE_LIMIT 64
 #define VM_MAX_CONSOLE_LIMIT (64u << 20)
+#define VM_MAX_VOLUMES 4	/* virtio-blk disks besides the root disk (slots 5 to 8, virtio_dev.h) */
 
 struct vm;
 
@@ -49,6 +50,16 @@ struct vm_config {
 	 */
 	const char *disk;
 	const char *disk_top;
+	/*
+	 * Further virtio-blk disks (volumes, docs/disks.md "Volumes"): volume i (0-based) is the device
+	 * "virtio-blk-<i+1>", /dev/vd? with the serial "smol-vol<i+1>". `base` is its raw image; `top`, as disk_top, its
+	 * writable layer (NULL: read-only), which is that device's resource at restores and checkpoints.
+	 */
+	struct vm_volume_config {
+		const char *base;
+		const char *top;
+	} volumes[VM_MAX_VOLUMES];
+	int nr_volumes;
 	int rng;		/* a virtio-rng device */
 	/*
 	 * A virtio-console device on the same console as COM1 (/dev/hvc0; boot Linux with console=hvc0): output goes
@@ -118,6 +129,7 @@ typedef void (*vm_progress_fn)(void *opaque, uint64_t done, uint64_t total);
  * What one device needs from the host at a restore, checkpoint or fork, keyed by the device's name (Firecracker's
  * LoadSnapshotParams in small): a new device adds an entry, not a parameter. Today:
  *   "virtio-blk"    path: the new writable disk layer (it must not exist) over the one the snapshot froze
+ *   "virtio-blk-N"  the same for volume N (1 to VM_MAX_VOLUMES), when it is writable
  *   "virtio-vsock"  path: the Unix socket the vsock muxer listens on
  * A name no registered device has is refused (EINVAL), so is a name given twice.
  */
@@ -178,6 +190,18 @@ struct vm_memory_stats {
 int vm_memory_stats(struct vm *vm, struct vm_memory_stats *out, struct vm_error *err);
 /* CPU time the VM's running vCPU threads have used so far, in nanoseconds (cheap: no I/O). */
 int vm_cpu_time_ns(struct vm *vm, uint64_t *out, struct vm_error *err);
+
+/*
+ * Where the time of the operation that made the VM went (trace.h; docs/snapshots.md, "Where the time goes"). The
+ * caller that ran the operation keeps its trace in the VM; vm_trace_get gives it back with the VM's vm_start, its
+ * first vCPU entry and its first console output in ms since the trace began (-1: not yet).
+ */
+struct vm_trace;
+struct vm_trace_times {
+	double start_ms, first_entry_ms, first_output_ms;
+};
+void vm_trace_keep(struct vm *vm, const struct vm_trace *trace);
+void vm_trace_get(struct vm *vm, struct vm_trace *out, struct vm_trace_times *times);
 
 enum vm_state vm_get_state(struct vm *vm);
 void vm_get_exit(struct vm *vm, struct vm_exit *out);

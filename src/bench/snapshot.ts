@@ -4,8 +4,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { Vm } from '../vmm/vm.js';
+import { Vm, type VmTrace } from '../vmm/vm.js';
 import { median } from './stats.js';
+import { traceBreakdown, type TraceBreakdown } from './trace.js';
 import { benchHost, summarize, withTimeout, type BenchMetric, type BenchResult } from './vm-create.js';
 
 export const PAGE_BYTES = 4096;
@@ -22,6 +23,8 @@ export interface SnapshotMetric extends BenchMetric {
   /** The issue's target for the median, when it has one; `met` says whether this run met it. */
   target?: { p50_ms: number; met: boolean };
   values?: Record<string, number | string>;
+  /** With --trace: the operation's steps (docs/snapshots.md, "Where the time goes"). */
+  trace?: TraceBreakdown;
 }
 
 export interface SnapshotBenchResult extends BenchResult {
@@ -36,6 +39,8 @@ export interface SnapshotBenchOptions {
   guestDir: string;
   /** fanout: how many forks in one call. */
   forks?: number;
+  /** Read each VM's trace (Vm.trace()) and add a step breakdown to the metrics. */
+  trace?: boolean;
   progress?: (line: string) => void;
 }
 
@@ -45,11 +50,12 @@ export function metric(
   name: string,
   samples: number[],
   inputs: SnapshotMetric['inputs'],
-  extra: { targetMs?: number; values?: SnapshotMetric['values'] } = {},
+  extra: { targetMs?: number; values?: SnapshotMetric['values']; trace?: TraceBreakdown } = {},
 ): SnapshotMetric {
   const m: SnapshotMetric = { ...summarize(name, samples), inputs };
   if (extra.targetMs !== undefined) m.target = { p50_ms: extra.targetMs, met: m.p50_ms <= extra.targetMs };
   if (extra.values) m.values = extra.values;
+  if (extra.trace) m.trace = extra.trace;
   return m;
 }
 
@@ -204,7 +210,8 @@ async function restores(o: SnapshotBenchOptions, scratch: Scratch): Promise<Snap
       const vm = await withTimeout(Vm.restore(dir), RUN_TIMEOUT_MS, `Vm.restore(${dir}) did not resolve in 60 s`);
       const restored = performance.now();
       try {
-        return { restored: restored - start, answered: (await echoed(vm, () => vm.start())) - start };
+        const answered = (await echoed(vm, () => vm.start())) - start;
+        return { restored: restored - start, answered, trace: o.trace ? vm.trace() : undefined };
       } finally {
         await stop(vm);
       }
@@ -221,6 +228,7 @@ async function restores(o: SnapshotBenchOptions, scratch: Scratch): Promise<Snap
         `${memoryMiB} MiB restore resolved`,
         samples.map((s) => s.restored),
         inputs,
+        { trace: traced(samples, (s) => s.restored) },
       ),
     );
   }
@@ -239,7 +247,8 @@ async function forks(o: SnapshotBenchOptions): Promise<SnapshotMetric[]> {
         const [child] = await withTimeout(parent.fork(1), RUN_TIMEOUT_MS, 'fork(1) did not resolve in 60 s');
         const running = performance.now();
         try {
-          return { running: running - start, answered: (await echoed(child!, () => {})) - start };
+          const answered = (await echoed(child!, () => {})) - start;
+          return { running: running - start, answered, trace: o.trace ? child!.trace() : undefined };
         } finally {
           await stop(child!);
         }
@@ -259,6 +268,7 @@ async function forks(o: SnapshotBenchOptions): Promise<SnapshotMetric[]> {
         `${memoryMiB} MiB fork resolved`,
         samples.map((s) => s.running),
         inputs,
+        { trace: traced(samples, (s) => s.running) },
       ),
     );
   }
@@ -286,6 +296,7 @@ async function fanout(o: SnapshotBenchOptions, notes: string[]): Promise<Snapsho
         await sleep(IDLE_MS);
         const after = memAvailableBytes();
         const stats = await Promise.all(children.map((child) => child.memoryStats()));
+        const traces = o.trace ? children.map((child) => child.trace()) : undefined;
         const sum = (pick: (s: (typeof stats)[number]) => number) => stats.reduce((a, s) => a + pick(s), 0);
         return {
           running,
@@ -293,6 +304,7 @@ async function fanout(o: SnapshotBenchOptions, notes: string[]): Promise<Snapsho
           hostPerFork: (before - after) / count,
           privatePerFork: sum((s) => s.privateBytes) / count,
           residentPerFork: sum((s) => s.residentBytes) / count,
+          traces,
         };
       } finally {
         await Promise.all([...children, parent].map(stop));
@@ -309,7 +321,8 @@ async function fanout(o: SnapshotBenchOptions, notes: string[]): Promise<Snapsho
         `${memoryMiB} MiB fork(${count}) resolved`,
         samples.map((s) => s.running),
         inputs,
-        { targetMs: 300, values },
+        // Every child of every run: the steps of one child, and the wait for its elder siblings.
+        { targetMs: 300, values, trace: o.trace ? traceBreakdown(samples.flatMap((s) => s.traces!)) : undefined },
       ),
       metric(
         `${memoryMiB} MiB fork(${count}) all echoed`,
@@ -325,6 +338,18 @@ async function fanout(o: SnapshotBenchOptions, notes: string[]): Promise<Snapsho
     );
   }
   return results;
+}
+
+/** The breakdown of the samples' traces (when they were read), against the metric's own times. */
+function traced<T extends { trace?: VmTrace | undefined }>(
+  samples: T[],
+  ms: (s: T) => number,
+): TraceBreakdown | undefined {
+  if (!samples.every((s) => s.trace)) return undefined;
+  return traceBreakdown(
+    samples.map((s) => s.trace!),
+    samples.map(ms),
+  );
 }
 
 export type TinySnapshotBench = 'snapshot' | 'restore' | 'fork' | 'fanout';

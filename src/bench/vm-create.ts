@@ -2,14 +2,17 @@
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { loadNative } from '../vmm/native.js';
-import { Vm } from '../vmm/vm.js';
+import { Vm, type VmTrace } from '../vmm/vm.js';
 import { median, p90 } from './stats.js';
+import { traceBreakdown, type TraceBreakdown } from './trace.js';
 
 export interface BenchMetric {
   metric: string;
   p50_ms: number;
   p90_ms: number;
   samples_ms: number[];
+  /** With --trace: the operation's steps (docs/snapshots.md, "Where the time goes"). */
+  trace?: TraceBreakdown;
 }
 
 export interface BenchHost {
@@ -45,8 +48,8 @@ async function stopVm(vm: Vm): Promise<void> {
   await withTimeout(stopped, RUN_TIMEOUT_MS, 'the VM did not report its exit within 30 s of kill()');
 }
 
-/** Create → start → first console byte, in ms. */
-async function timeToFirstByte(guest: string): Promise<number> {
+/** Create → start → first console byte, in ms; with `traces`, the VM's trace is added to it. */
+async function timeToFirstByte(guest: string, traces?: VmTrace[]): Promise<number> {
   const start = performance.now();
   const vm = await Vm.create({ kernel: guest });
   try {
@@ -56,6 +59,7 @@ async function timeToFirstByte(guest: string): Promise<number> {
     });
     vm.start();
     const at = await withTimeout(firstByte, RUN_TIMEOUT_MS, `no serial output from ${guest} within 30 s`);
+    traces?.push(vm.trace());
     return at - start;
   } finally {
     await stopVm(vm);
@@ -89,18 +93,21 @@ export function benchHost(): BenchHost {
   };
 }
 
-export async function benchVmCreate(options: { guest: string; runs: number }): Promise<BenchResult> {
+export async function benchVmCreate(options: { guest: string; runs: number; trace?: boolean }): Promise<BenchResult> {
   const host = benchHost();
-  const metrics = [
-    { metric: 'create-to-first-byte', run: timeToFirstByte },
-    { metric: 'create-kill', run: createKillCycle },
+  const traces: VmTrace[] = [];
+  const metrics: { metric: string; run: (guest: string, traces?: VmTrace[]) => Promise<number>; traced: boolean }[] = [
+    { metric: 'create-to-first-byte', run: timeToFirstByte, traced: options.trace === true },
+    { metric: 'create-kill', run: createKillCycle, traced: false },
   ];
   const results: BenchMetric[] = [];
-  for (const { metric, run } of metrics) {
+  for (const { metric, run, traced } of metrics) {
     for (let i = 0; i < WARMUP_RUNS; i++) await run(options.guest);
     const samples: number[] = [];
-    for (let i = 0; i < options.runs; i++) samples.push(await run(options.guest));
-    results.push(summarize(metric, samples));
+    for (let i = 0; i < options.runs; i++) samples.push(await run(options.guest, traced ? traces : undefined));
+    const summary = summarize(metric, samples);
+    if (traced) summary.trace = traceBreakdown(traces, samples);
+    results.push(summary);
   }
   return { name: 'vm-create', runs: options.runs, warmup: WARMUP_RUNS, guest: options.guest, results, host };
 }

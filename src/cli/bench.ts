@@ -8,6 +8,7 @@ import { benchDisk, formatDiskBenchResult, type DiskBenchResult } from '../bench
 import { benchImage, formatImageBenchResult } from '../bench/image.js';
 import { benchPack, formatPackBenchResult } from '../bench/pack.js';
 import { benchBurst, formatBurstBenchResult } from '../bench/burst.js';
+import { formatTraceBreakdown } from '../bench/trace.js';
 import { benchReset } from '../bench/reset.js';
 import { benchRestoreLinux } from '../bench/restore-linux.js';
 import { benchSdk } from '../bench/sdk.js';
@@ -46,13 +47,13 @@ export const DEFAULT_BENCH_GUEST = path.join(tinyGuestDir, 'hello.elf');
 export const DEFAULT_QEMU = 'qemu-system-x86_64';
 export const DEFAULT_CHROMIUM = '/usr/bin/chromium';
 
-export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--kernel FILE]
+export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--kernel FILE] [--trace]
        smol bench boot [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
                        [--cmdline STR] [--qemu FILE]
-       smol bench snapshot|restore|fork [--json] [--runs N] [--memory MiB]
+       smol bench snapshot|restore|fork [--json] [--runs N] [--memory MiB] [--trace]
        smol bench restore --linux [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
                        [--cmdline STR] [--qemu FILE]
-       smol bench fanout [--json] [--runs N] [--memory MiB] [--forks N]
+       smol bench fanout [--json] [--runs N] [--memory MiB] [--forks N] [--trace]
        smol bench reset [--json] [--runs N] [-f SMOLFILE]
        smol bench exec|files [--json] [--runs N] [-f SMOLFILE]
        smol bench ui [--json] [--runs N] [--episodes N] [--snapshots N] [--lines N] [--chromium FILE]
@@ -134,6 +135,9 @@ Options:
                   a 25th of them, 200 to 1,000, through COM1)
   --chromium F    ui: the Chromium to drive (default $SMOL_CHROMIUM or ${DEFAULT_CHROMIUM})
   --linux         restore: the Linux guest against QEMU (takes the boot benchmark's options)
+  --trace         vm-create, restore, fork, fanout: each operation step by step (the VMM's step timer:
+                  VM and vCPUs, memory slots, layers, each device's state, first vCPU entry, first
+                  output) with its KVM ioctls, medians over the runs (docs/snapshots.md)
   --json          print the results as JSON
   -h, --help      show this help
 
@@ -154,11 +158,11 @@ interface LinuxBenchArgs {
 }
 
 export type BenchArgs =
-  | { name: 'vm-create'; json: boolean; runs: number; kernel: string }
+  | { name: 'vm-create'; json: boolean; runs: number; kernel: string; trace?: true }
   | (LinuxBenchArgs & { name: 'boot' })
   | (LinuxBenchArgs & { name: 'restore-linux' })
   | (LinuxBenchArgs & { name: 'disk' })
-  | { name: TinySnapshotBench; json: boolean; runs: number; memoryMiB: number[]; forks?: number }
+  | { name: TinySnapshotBench; json: boolean; runs: number; memoryMiB: number[]; forks?: number; trace?: true }
   | { name: 'reset' | 'exec' | 'files'; json: boolean; runs: number; smolfile: string }
   | { name: 'ui'; json: boolean; runs: number; episodes: number; snapshots: number; lines: number; chromium: string }
   | { name: 'console'; json: boolean; runs: number; lines: number }
@@ -170,6 +174,7 @@ export type BenchArgs =
 const FLAGS = {
   json: { type: 'boolean', default: false },
   linux: { type: 'boolean', default: false },
+  trace: { type: 'boolean' },
   runs: { type: 'string' },
   kernel: { type: 'string' },
   initrd: { type: 'string' },
@@ -210,6 +215,7 @@ function parseSnapshotArgs(
     memoryMiB:
       memory === undefined ? SNAPSHOT_MEMORY_MIB : [parseIntegerFlag('bench', '--memory', memory, VM_LIMITS.memoryMiB)],
   };
+  if (flags.trace) args.trace = true;
   if (name === 'fanout') {
     args.forks = parseIntegerFlag('bench', '--forks', flags.forks as string | undefined, {
       min: 1,
@@ -250,6 +256,9 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   }
   const flags = parseFlags('bench', rest, FLAGS);
   if (flags.help) return 'help';
+  if (flags.trace && (!['vm-create', 'restore', 'fork', 'fanout'].includes(name) || flags.linux)) {
+    throw new UsageError('bench', '--trace is an option of the vm-create, restore, fork and fanout benchmarks only');
+  }
   if (name === 'image') {
     const misplaced = Object.keys(flags).find((flag) => !['json', 'runs', 'linux', 'help'].includes(flag));
     if (misplaced || flags.linux)
@@ -335,7 +344,8 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   if (name === 'vm-create') {
     const misplaced = BOOT_ONLY.find((flag) => flags[flag] !== undefined);
     if (misplaced) throw new UsageError('bench', `--${misplaced} is an option of the boot benchmark only`);
-    return { name, json: flags.json, runs: runs(20), kernel: path.resolve(flags.kernel ?? DEFAULT_BENCH_GUEST) };
+    const kernel = path.resolve(flags.kernel ?? DEFAULT_BENCH_GUEST);
+    return { name, json: flags.json, runs: runs(20), kernel, ...(flags.trace && { trace: true as const }) };
   }
   if ((flags.kernel === undefined) !== (flags.initrd === undefined)) {
     throw new UsageError('bench', `${name} takes --kernel and --initrd together (or neither, for the built guest)`);
@@ -361,9 +371,10 @@ export function formatBenchResult(result: BenchResult | BootBenchResult | Snapsh
   const lines = [
     `${result.name}: ${result.runs} runs after ${result.warmup} warm-up, guest ${result.guest} (${where})`,
     `${'metric'.padEnd(width)}  ${'p50 ms'.padStart(9)}  ${'p90 ms'.padStart(9)}`,
-    ...result.results.map(
-      (r) => `${r.metric.padEnd(width)}  ${r.p50_ms.toFixed(3).padStart(9)}  ${r.p90_ms.toFixed(3).padStart(9)}`,
-    ),
+    ...result.results.flatMap((r) => [
+      `${r.metric.padEnd(width)}  ${r.p50_ms.toFixed(3).padStart(9)}  ${r.p90_ms.toFixed(3).padStart(9)}`,
+      ...(r.trace ? formatTraceBreakdown(r.trace) : []),
+    ]),
   ];
   if ('ratio' in result) {
     lines.push(
@@ -457,15 +468,15 @@ export async function runBench(argv: string[]): Promise<number> {
     if (!existsSync(path.join(guestDir, 'dirty.elf'))) {
       throw new CommandError(`the tiny guests are not built in ${guestDir}: run make -C native guests`);
     }
-    const { name, runs, memoryMiB, forks } = args as Extract<BenchArgs, { name: TinySnapshotBench }>;
+    const { name, runs, memoryMiB, forks, trace } = args as Extract<BenchArgs, { name: TinySnapshotBench }>;
     const progress = (line: string) => process.stderr.write(`bench ${name}: ${line}\n`);
-    result = await benchSnapshot(name, { runs, memoryMiB, forks, guestDir, progress });
+    result = await benchSnapshot(name, { runs, memoryMiB, forks, guestDir, progress, trace });
   } else {
     if (!existsSync(args.kernel)) {
       const fix = args.kernel === DEFAULT_BENCH_GUEST ? '; run make -C native guests' : '';
       throw new CommandError(`guest ${args.kernel} does not exist${fix}`);
     }
-    result = await benchVmCreate({ guest: args.kernel, runs: args.runs });
+    result = await benchVmCreate({ guest: args.kernel, runs: args.runs, trace: args.trace === true });
   }
   const text = 'disk' in result ? formatDiskBenchResult(result) : formatBenchResult(result);
   process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : text);

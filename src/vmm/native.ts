@@ -163,6 +163,28 @@ export interface MemoryStats {
   sharedBytes: number;
 }
 
+/** One step of the operation that made a VM (docs/snapshots.md, "Where the time goes"). */
+export interface VmTraceStep {
+  step: string;
+  ms: number;
+  /** KVM ioctls the operation's thread made during the step. */
+  kvmIoctls: number;
+}
+
+/**
+ * Where the time of the operation that made a VM (create, restore, fork) went, in ms since JavaScript asked for it:
+ * its steps on the native side, and when the VM was started, first entered the guest and first printed (null: not
+ * yet). A fork child's steps begin with the parent's checkpoint and the time its elder siblings took.
+ */
+export interface VmTrace {
+  steps: VmTraceStep[];
+  totalMs: number;
+  kvmIoctls: number;
+  startMs: number | null;
+  firstEntryMs: number | null;
+  firstOutputMs: number | null;
+}
+
 export interface ForkCallbacks extends ResourcesOption {
   onConsole: (chunk: Buffer) => void;
   onExit: (exit: VmExit) => void;
@@ -177,6 +199,8 @@ export interface NativeVm {
   /** The children are running when it resolves; `options.resources` are the parent's after the fork. */
   fork(children: ForkCallbacks[], options?: ResourcesOption): Promise<NativeVm[]>;
   memoryStats(): Promise<MemoryStats>;
+  /** Where the time of the operation that made it went (also after its exit). */
+  trace(): VmTrace;
   /** CPU time the running vCPU threads have used, in nanoseconds. */
   cpuTimeNs(): number;
   /** The VM's network as the host sees it (docs/network.md, "Seen from the host"); null without a network. */

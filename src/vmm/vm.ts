@@ -11,6 +11,7 @@ import {
   type ResourcesOption,
   type VmExit,
   type VmState,
+  type VmTrace,
 } from './native.js';
 import { resolveVmOptions, type VmOptions } from './vm-options.js';
 
@@ -29,6 +30,8 @@ export type {
   VmExit,
   VmExitReason,
   VmState,
+  VmTrace,
+  VmTraceStep,
 } from './native.js';
 export type { VmOptions } from './vm-options.js';
 
@@ -120,6 +123,14 @@ export class Vm extends EventEmitter<VmEvents> {
     );
     natives.forEach((native, i) => (children[i]!.#native = native));
     return children;
+  }
+
+  /**
+   * Where the time of the create, restore or fork that made this VM went, step by step, with its KVM ioctls, and
+   * when it first entered the guest and first printed (docs/snapshots.md, "Where the time goes").
+   */
+  trace(): VmTrace {
+    return this.#vm().trace();
   }
 
   /** Resident, private and shared bytes of guest RAM (what a fork really costs). */
