@@ -38,6 +38,10 @@ const COMMANDS: Record<string, { summary: string; run: () => Promise<Run> }> = {
     run: async () => (await import('./episode-commands.js')).runUp,
   },
   ls: { summary: 'list episodes and their VMs', run: async () => (await import('./episode-commands.js')).runLs },
+  events: {
+    summary: "print the engine's events as they happen (--type vm.network.refused: refused connections)",
+    run: async () => (await import('./events-command.js')).runEvents,
+  },
   port: {
     summary: "list a VM's forwarded ports (80/tcp -> 127.0.0.1:41235), as docker port",
     run: async () => (await import('./network-commands.js')).runPort,

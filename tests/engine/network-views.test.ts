@@ -83,6 +83,15 @@ describe('a networked VM seen from the host', { timeout: 300_000 }, () => {
         ((await smol.vms()).find((v) => v.id === id)?.network.refused ?? 0) >= 1 ? true : undefined,
       );
 
+      // smol events, filtered to refusals: it ends after the one asked for.
+      const watched = await home.smol(['events', '--type', 'vm.network.refused', '--vm', id, '-n', '1', '--json']);
+      expect(watched.status, watched.stderr).toBe(0);
+      expect(JSON.parse(watched.stdout)).toMatchObject({
+        type: 'vm.network.refused',
+        vm: id,
+        refusal: { destination: '10.0.2.2', port: refusedPort, protocol: 'tcp', rule: 'host' },
+      });
+
       // smol port, as docker port.
       const port = await home.smol(['port', id]);
       expect(port.status, port.stderr).toBe(0);
