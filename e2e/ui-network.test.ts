@@ -73,6 +73,9 @@ describe('a networked VM in the UI', () => {
       .first();
     await visible(row);
     expect(await row.innerText()).toMatch(/tcp\s+host/);
+    // The VM's tab says it too.
+    const tab = page.getByRole('tab', { name: `VM ${vmName}` });
+    expect(await tab.innerText()).toMatch(/2 ports[\s\S]*\d+ refused/);
     await ui.shot('network-01-ports-and-refusals');
   });
 

@@ -127,6 +127,12 @@ function VmTab({ vmId, active }: { vmId: string; active: boolean }) {
         </span>
       )}
       {at && <span className="muted">at {at}</span>}
+      {vm.ports.length > 0 && (
+        <span className="muted small" title={vm.ports.map((p) => `${p.guest} → 127.0.0.1:${p.host}`).join(', ')}>
+          {vm.ports.length} port{vm.ports.length === 1 ? '' : 's'}
+        </span>
+      )}
+      {vm.network.refused > 0 && <span className="refused-count small">{vm.network.refused} refused</span>}
     </button>
   );
 }
