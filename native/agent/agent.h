@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define AGENT_VERSION "0.1.0"
+#define AGENT_VERSION "0.2.0"
 #define AGENT_DEFAULT_PORT 52
 #define AGENT_OUT_HIGH (1u << 20)	/* stop producing data while this much is queued for the host */
 #define AGENT_IN_STOP (4u << 20)	/* stop reading requests while this much is queued (the host is not reading) */
@@ -69,6 +69,7 @@ struct agent_options {
 	int system;		/* PID 1 duties: mounts, reaping, reboot(2), hostname and RNG */
 	const char *machine_id_file;
 	const char *hostname_file;
+	const char *etc_dir;	/* where EXEC's USER is looked up: passwd and group */
 };
 
 struct agent {

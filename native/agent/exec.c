@@ -5,9 +5,11 @@
  */
 #define _GNU_SOURCE
 #include "agent.h"
+#include "user.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@ struct exec_req {
 	char **argv, **env;
 	int argc, nenv;
 	char *cwd;
+	char *user;	/* F_USER, NULL: as the agent (root) */
 	uint64_t timeout_ms, stdin_on;
 };
 
@@ -34,6 +37,7 @@ static void exec_req_free(struct exec_req *r)
 	strv_free(r->argv, r->argc);
 	strv_free(r->env, r->nenv);
 	free(r->cwd);
+	free(r->user);
 }
 
 /* Appends a string field to a NULL-terminated vector. */
@@ -85,6 +89,11 @@ static int exec_req_parse(struct agent *a, uint32_t id, const uint8_t *payload, 
 			r->cwd = NULL;
 			e = proto_field_str(&f, &r->cwd);
 			break;
+		case F_USER:
+			free(r->user);
+			r->user = NULL;
+			e = proto_field_str(&f, &r->user);
+			break;
 		case F_TIMEOUT_MS: e = proto_field_u64(&f, &r->timeout_ms); break;
 		case F_STDIN: e = proto_field_u64(&f, &r->stdin_on); break;
 		default: break;	/* unknown fields are for newer agents */
@@ -119,16 +128,41 @@ static void close_fd(int *fd)
 
 /* What the child reports through its close-on-exec pipe when it cannot run the program. */
 struct spawn_failure {
-	int step;	/* 0: chdir, 1: exec */
+	int step;	/* 0: chdir, 1: exec, 2: setgroups, 3: setgid, 4: setuid */
 	int err;
 };
 
+static const char *const spawn_steps[] = { "chdir", "exec", "setgroups", "setgid", "setuid" };
+
 /*
- * Forks and execs. `in_pipe`: give the child a stdin pipe (else /dev/null). `merge_stderr`: 2>&1. Fills p's fds
- * and pid. Returns 0, or -errno with `failure` saying which step failed.
+ * In the child: becomes `u` (groups, then gid, then uid: each needs the privilege the next drops) and sets HOME,
+ * USER and LOGNAME from passwd; the request's env, put after, overrides them. Returns 0, or the failing step.
  */
-static int spawn(struct proc *p, char **argv, char **env, const char *cwd, int in_pipe, int merge_stderr,
-		 struct spawn_failure *failure)
+static int become(const struct user_ident *u)
+{
+	if (setgroups((size_t)u->ngroups, u->groups) < 0)
+		return 2;
+	if (setgid(u->gid) < 0)
+		return 3;
+	if (setuid(u->uid) < 0)
+		return 4;
+	setenv("HOME", u->home, 1);
+	if (u->named) {
+		setenv("USER", u->name, 1);
+		setenv("LOGNAME", u->name, 1);
+	} else {
+		unsetenv("USER");
+		unsetenv("LOGNAME");
+	}
+	return 0;
+}
+
+/*
+ * Forks and execs, as `user` unless it is NULL. `in_pipe`: give the child a stdin pipe (else /dev/null).
+ * `merge_stderr`: 2>&1. Fills p's fds and pid. Returns 0, or -errno with `failure` saying which step failed.
+ */
+static int spawn(struct proc *p, char **argv, char **env, const char *cwd, const struct user_ident *user,
+		 int in_pipe, int merge_stderr, struct spawn_failure *failure)
 {
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 }, report[2] = { -1, -1 };
 	sigset_t all;
@@ -161,14 +195,20 @@ static int spawn(struct proc *p, char **argv, char **env, const char *cwd, int i
 		dup2(in[0], 0);
 		dup2(out[1], 1);
 		dup2(merge_stderr ? out[1] : err[1], 2);
-		for (int i = 0; env && env[i]; i++)
-			putenv(env[i]);
-		if (cwd && chdir(cwd) < 0) {
+		/* The user first, so that chdir and exec are checked with its permissions, as docker does. */
+		f.step = user ? become(user) : 0;
+		if (f.step) {
 			f.err = errno;
 		} else {
-			execvp(argv[0], argv);
-			f.step = 1;
-			f.err = errno;
+			for (int i = 0; env && env[i]; i++)
+				putenv(env[i]);
+			if (cwd && chdir(cwd) < 0) {
+				f.err = errno;
+			} else {
+				execvp(argv[0], argv);
+				f.step = 1;
+				f.err = errno;
+			}
 		}
 		n = write(report[1], &f, sizeof(f));
 		(void)n;
@@ -217,6 +257,7 @@ static int spawn(struct proc *p, char **argv, char **env, const char *cwd, int i
 void exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
 {
 	struct spawn_failure failure;
+	struct user_ident user = { 0 };
 	struct exec_req r;
 	struct stream *s;
 	size_t start;
@@ -224,17 +265,33 @@ void exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len
 
 	if (exec_req_parse(a, id, payload, len, &r) < 0)
 		return;
+	if (r.user) {
+		char why[512];
+
+		e = user_resolve(r.user, a->opt.etc_dir, &user, why, sizeof(why));
+		if (e < 0) {
+			conn_reply_error(a, id, -e, NULL, "EXEC: %s", why);
+			exec_req_free(&r);
+			return;
+		}
+	}
 	s = conn_stream_new(a, id, STREAM_EXEC);
 	if (!s) {
+		user_ident_free(&user);
 		exec_req_free(&r);
 		return;
 	}
-	e = spawn(&s->proc, r.argv, r.env, r.cwd, r.stdin_on != 0, 0, &failure);
+	e = spawn(&s->proc, r.argv, r.env, r.cwd, r.user ? &user : NULL, r.stdin_on != 0, 0, &failure);
+	user_ident_free(&user);
 	if (e < 0) {
 		if (failure.step == 0)
 			conn_reply_error(a, id, -e, r.cwd, "chdir %s: %s", r.cwd, strerror(-e));
 		else if (failure.step == 1)
 			conn_reply_error(a, id, -e, r.argv[0], "exec %s: %s", r.argv[0], strerror(-e));
+		else if (failure.step >= 2 && failure.step <= 4)
+			conn_reply_error(a, id, -e, NULL, "EXEC: cannot become user \"%.64s\" (uid %u, gid %u): %s: %s",
+					 r.user, (unsigned)user.uid, (unsigned)user.gid, spawn_steps[failure.step],
+					 strerror(-e));
 		else
 			conn_reply_error(a, id, -e, NULL, "cannot start %s: %s", r.argv[0], strerror(-e));
 		conn_stream_close(a, s);
@@ -510,7 +567,7 @@ static void init_next(struct agent *a)
 		j->output.len = 0;
 		memset(&j->proc, 0, sizeof(j->proc));
 		j->proc.capture = &j->output;
-		e = spawn(&j->proc, argv, NULL, "/", 0, 1, &failure);
+		e = spawn(&j->proc, argv, NULL, "/", NULL, 0, 1, &failure);
 		if (e == 0) {
 			if (j->timeout_ms)
 				j->proc.deadline_ms = agent_now_ms() + (int64_t)j->timeout_ms;

@@ -150,6 +150,7 @@ static void send_hello(struct agent *a)
 	proto_put_u64(b, F_INIT_STATE, a->init.state);
 	proto_put_u64(b, F_WINDOW, PROTO_WINDOW);
 	proto_put_u64(b, F_MAX_PAYLOAD, PROTO_MAX_PAYLOAD);
+	proto_put_str(b, F_FEATURE, "exec-user");
 	proto_frame_end(b, start);
 }
 
@@ -485,10 +486,11 @@ static void loop(struct agent *a)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: smol-agent [--listen vsock:PORT|unix:PATH] [--system] [--machine-id-file FILE]\n"
-		   "                  [--hostname-file FILE]\n"
+		   "                  [--hostname-file FILE] [--etc-dir DIR]\n"
 		   "Serves Smol Studio's guest agent protocol (docs/agent.md). As PID 1 or with --system it owns\n"
 		   "the guest's poweroff, hostname and RNG; as PID 1 it also brings the system up (mounts) and takes\n"
-		   "init's signals. Default: --listen vsock:%d.\n",
+		   "init's signals. EXEC's USER is looked up in DIR/passwd and DIR/group (default /etc).\n"
+		   "Default: --listen vsock:%d.\n",
 		AGENT_DEFAULT_PORT);
 }
 
@@ -499,6 +501,7 @@ int main(int argc, char **argv)
 		{ "system", no_argument, NULL, 's' },
 		{ "machine-id-file", required_argument, NULL, 'm' },
 		{ "hostname-file", required_argument, NULL, 'n' },
+		{ "etc-dir", required_argument, NULL, 'e' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -510,13 +513,15 @@ int main(int argc, char **argv)
 
 	snprintf(default_listen, sizeof(default_listen), "vsock:%d", AGENT_DEFAULT_PORT);
 	a.opt = (struct agent_options){ .listen = default_listen, .system = getpid() == 1,
-					.machine_id_file = "/etc/machine-id", .hostname_file = "/etc/hostname" };
+					.machine_id_file = "/etc/machine-id", .hostname_file = "/etc/hostname",
+					.etc_dir = "/etc" };
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'l': a.opt.listen = optarg; break;
 		case 's': a.opt.system = 1; break;
 		case 'm': a.opt.machine_id_file = optarg; break;
 		case 'n': a.opt.hostname_file = optarg; break;
+		case 'e': a.opt.etc_dir = optarg; break;
 		case 'V': printf("smol-agent %s (protocol %d)\n", AGENT_VERSION, PROTO_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

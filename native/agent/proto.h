@@ -50,6 +50,7 @@ enum proto_field_tag {
 	F_INIT_STATE = 5,	/* u64: enum init_state */
 	F_WINDOW = 6,		/* u64 */
 	F_MAX_PAYLOAD = 7,	/* u64 */
+	F_FEATURE = 8,		/* str, repeated: what this agent does that older ones ignore ("exec-user") */
 	F_ARGV = 10,		/* str, repeated, in order */
 	F_ENV = 11,		/* str "KEY=VALUE", repeated */
 	F_CWD = 12,		/* str */
@@ -59,6 +60,8 @@ enum proto_field_tag {
 	F_EXIT_CODE = 16,	/* u64 */
 	F_SIGNAL = 17,		/* u64 */
 	F_TIMED_OUT = 18,	/* u64 0/1 */
+	F_USER = 19,		/* str: EXEC as "name", "uid", "name:group", "uid:gid" (OCI's forms); agents without
+				 * the "exec-user" feature ignore it */
 	F_PATH = 20,		/* str */
 	F_MODE = 21,		/* u64: permission bits */
 	F_MKDIRS = 22,		/* u64 0/1 */

@@ -31,6 +31,8 @@ export interface AgentHello {
   /** Initial flow-control window per request and direction, in bytes. */
   window: number;
   maxPayload: number;
+  /** What this agent does that older ones ignore: "exec-user" (EXEC's USER field). */
+  features: string[];
 }
 
 /** A request in flight: its frames arrive through `onFrame`, a lost connection through `onClose`. */
@@ -302,5 +304,6 @@ function parseHello(fields: Fields): AgentHello {
     initState: INIT_STATES[fields.num(Field.INIT_STATE) ?? 0] ?? 'not-run',
     window: fields.num(Field.WINDOW) ?? 0,
     maxPayload: fields.num(Field.MAX_PAYLOAD) ?? 0,
+    features: fields.strs(Field.FEATURE),
   };
 }

@@ -18,6 +18,12 @@ export interface ExecOptions {
   /** Added to (and overriding) the agent's environment. */
   env?: Record<string, string>;
   cwd?: string;
+  /**
+   * Who runs it: "name", "uid", "name:group" or "uid:gid" (OCI's forms), looked up in the guest's /etc/passwd and
+   * /etc/group; root without it. An agent whose HELLO lacks the "exec-user" feature would ignore it, so it is refused
+   * (ENOTSUP) before anything is sent.
+   */
+  user?: string;
   /** Without it the process reads /dev/null. */
   stdin?: string | Uint8Array | AsyncIterable<Uint8Array>;
   /** The agent SIGKILLs the process group after this long; the result then has `timedOut`. */
@@ -88,6 +94,7 @@ export class AgentProcess {
     const fields: [number, FieldValue][] = argv.map((arg) => [Field.ARGV, arg]);
     for (const [key, value] of Object.entries(options.env ?? {})) fields.push([Field.ENV, `${key}=${value}`]);
     if (options.cwd !== undefined) fields.push([Field.CWD, options.cwd]);
+    if (options.user !== undefined) fields.push([Field.USER, options.user]);
     if (options.timeoutMs !== undefined) fields.push([Field.TIMEOUT_MS, Math.max(1, Math.ceil(options.timeoutMs))]);
     fields.push([Field.STDIN, options.stdin === undefined ? 0 : 1]);
 
@@ -105,6 +112,16 @@ export class AgentProcess {
         reject(error);
       };
       stream.onClose = fail;
+      if (options.user !== undefined && !connection.hello.features.includes('exec-user')) {
+        return fail(
+          new AgentError(
+            `${stream.what}: the guest's agent (version ${connection.hello.version}) cannot run commands as a user ` +
+              `(an older agent would run it as root, not as ${JSON.stringify(options.user)}): the image was made by an ` +
+              'older smol; rebuild it and start a new episode',
+            'ENOTSUP',
+          ),
+        );
+      }
       stream.onFrame = (frame) => {
         if (frame.type === FrameType.STDOUT || frame.type === FrameType.STDERR) {
           const onData = frame.type === FrameType.STDOUT ? options.onStdout : options.onStderr;
