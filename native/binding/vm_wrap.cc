@@ -44,6 +44,7 @@ struct VmWrap::Host {
   Napi::ObjectReference self;  // weak until start(), strong while the VM runs
   std::string kernel, initrd, cmdline;
   std::string disk, disk_top;  // the disk of a VM that boots (config.disk)
+  std::string volume_base[VM_MAX_VOLUMES], volume_top[VM_MAX_VOLUMES];  // its volumes (config.volumes)
   std::string vsock_path;      // its vsock device's host socket (config.vsock.path)
   Resources resources;         // for a restore or fork child, or a boot's config.resources: what its devices need
   std::vector<struct vm_device_resource> resource_view;  // a boot's: config.resources points here
@@ -345,6 +346,27 @@ Napi::Value VmWrap::Create(const Napi::CallbackInfo& info) {
     disk = base.As<Napi::String>().Utf8Value();
     if (top.IsString()) disk_top = top.As<Napi::String>().Utf8Value();
   }
+  std::string volume_base[VM_MAX_VOLUMES], volume_top[VM_MAX_VOLUMES];
+  int nr_volumes = 0;
+  Napi::Value volumes_v = config.Get("volumes");
+  if (!volumes_v.IsUndefined() && !volumes_v.IsNull()) {
+    if (!volumes_v.IsArray()) throw Napi::TypeError::New(env, "config.volumes must be an array of {base, top?}");
+    Napi::Array volumes = volumes_v.As<Napi::Array>();
+    if (volumes.Length() > VM_MAX_VOLUMES)
+      throw Napi::RangeError::New(env, "config.volumes: at most " + std::to_string(VM_MAX_VOLUMES) + " volumes");
+    for (uint32_t i = 0; i < volumes.Length(); i++) {
+      Napi::Value item = volumes.Get(i);
+      if (!item.IsObject()) throw Napi::TypeError::New(env, "config.volumes[i] must be an object {base, top?}");
+      Napi::Value base = item.As<Napi::Object>().Get("base"), top = item.As<Napi::Object>().Get("top");
+      if (!base.IsString() || base.As<Napi::String>().Utf8Value().empty())
+        throw Napi::TypeError::New(env, "config.volumes[i].base must be the path of the volume's image");
+      if (!top.IsUndefined() && !top.IsNull() && (!top.IsString() || top.As<Napi::String>().Utf8Value().empty()))
+        throw Napi::TypeError::New(env, "config.volumes[i].top must be the path of the writable layer");
+      volume_base[i] = base.As<Napi::String>().Utf8Value();
+      if (top.IsString()) volume_top[i] = top.As<Napi::String>().Utf8Value();
+      nr_volumes++;
+    }
+  }
   Napi::Value rng = config.Get("rng");
   if (!rng.IsUndefined() && !rng.IsBoolean()) throw Napi::TypeError::New(env, "config.rng must be a boolean");
   host->config.rng = rng.IsBoolean() && rng.As<Napi::Boolean>().Value();
@@ -385,6 +407,13 @@ Napi::Value VmWrap::Create(const Napi::CallbackInfo& info) {
   raw->disk_top = std::move(disk_top);
   raw->config.disk = raw->disk.empty() ? nullptr : raw->disk.c_str();
   raw->config.disk_top = raw->disk_top.empty() ? nullptr : raw->disk_top.c_str();
+  raw->config.nr_volumes = nr_volumes;
+  for (int i = 0; i < nr_volumes; i++) {
+    raw->volume_base[i] = std::move(volume_base[i]);
+    raw->volume_top[i] = std::move(volume_top[i]);
+    raw->config.volumes[i].base = raw->volume_base[i].c_str();
+    raw->config.volumes[i].top = raw->volume_top[i].empty() ? nullptr : raw->volume_top[i].c_str();
+  }
   raw->vsock_path = std::move(vsock_path);
   raw->config.vsock_path = raw->vsock_path.empty() ? nullptr : raw->vsock_path.c_str();
   raw->resources = std::move(boot_resources);

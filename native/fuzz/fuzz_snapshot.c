@@ -138,6 +138,10 @@ static const struct {
 	{ "virtio-vsock", load_virtio_vsock },
 	{ "virtio-console", load_virtio },
 	{ "virtio-net", load_virtio_net },
+	{ "virtio-blk-1", load_virtio_blk },
+	{ "virtio-blk-2", load_virtio_blk },
+	{ "virtio-blk-3", load_virtio_blk },
+	{ "virtio-blk-4", load_virtio_blk },
 };
 
 static void load_device(const uint8_t *data, size_t len)

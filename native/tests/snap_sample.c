@@ -8,6 +8,7 @@
 #include "vmgenid.h"
 
 #include <linux/kvm.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,7 +157,9 @@ static struct virtio_dev_state sample_virtio(uint8_t slot, uint8_t nr_queues)
 }
 
 const char *const sample_device_names[SAMPLE_NR_DEVICES] = { "com1", "vmgenid", "virtio-blk", "virtio-rng",
-							     "virtio-vsock", "virtio-console", "virtio-net" };
+							     "virtio-vsock", "virtio-console", "virtio-net",
+							     "virtio-blk-1", "virtio-blk-2", "virtio-blk-3",
+							     "virtio-blk-4" };
 
 void sample_add_device_state(struct snap_sample *sp, const char *name)
 {
@@ -178,6 +181,17 @@ void sample_add_device_state(struct snap_sample *sp, const char *name)
 		blk.disk_size = 1 << 20;
 		memset(blk.layer_id, 0x5a, sizeof(blk.layer_id));
 		strcpy(blk.path, "/var/lib/smol/disks/layer-1.smoldisk");
+		virtio_blk_state_encode(&blk, &w);
+	} else if (!strncmp(name, "virtio-blk-", 11)) {
+		int n = name[11] - '0';	/* a volume: slot 4 + n, GSI 9 + n; read-only ones record their image */
+
+		memset(&blk, 0, sizeof(blk));
+		blk.dev = sample_virtio((uint8_t)(4 + n), 1);
+		blk.writable = n % 2;
+		blk.disk_size = 64 << 20;
+		if (blk.writable)
+			memset(blk.layer_id, 0x30 + n, sizeof(blk.layer_id));
+		snprintf(blk.path, sizeof(blk.path), "/var/lib/smol/images/volume-%d.img", n);
 		virtio_blk_state_encode(&blk, &w);
 	} else if (!strcmp(name, "virtio-rng")) {
 		struct virtio_dev_state rng = sample_virtio(1, 1);

@@ -34,7 +34,7 @@ void sample_init(struct snap_sample *sp, uint32_t nr_cpus, uint64_t mem_size, co
 /* Adds a DEVICE section for device `name` holding `len` bytes of its state. */
 void sample_add_device(struct snap_sample *sp, const char *name, const void *state, size_t len);
 /* Every device that has state, by section name. */
-#define SAMPLE_NR_DEVICES 7
+#define SAMPLE_NR_DEVICES 11
 extern const char *const sample_device_names[SAMPLE_NR_DEVICES];
 /* Adds the section of device `name` (one of sample_device_names), made by its encoder from a valid state. */
 void sample_add_device_state(struct snap_sample *sp, const char *name);

@@ -465,6 +465,24 @@ TEST(acpi_tables_for_the_most_vcpus_leave_the_generation_id_alone)
 	guest_mem_exit(&mem);
 }
 
+/* Every slot filled (the root disk, rng, vsock, console, net and four volumes) still fits the DSDT and the area. */
+TEST(acpi_tables_list_every_virtio_slot)
+{
+	struct boot_virtio v[BOOT_MAX_VIRTIO + 1];
+	struct vm_error err = { 0 };
+	struct guest_mem mem;
+
+	for (int i = 0; i <= BOOT_MAX_VIRTIO; i++)
+		v[i] = (struct boot_virtio){ .base = 0xc0001000ULL + 0x1000ULL * (uint64_t)i, .len = 0x1000,
+					     .gsi = 5 + (uint32_t)i };
+	REQUIRE(guest_mem_init(&mem, RAM, &err) == 0);
+	CHECK_OK(acpi_write(&mem, 64, v, BOOT_MAX_VIRTIO, &err), err.msg);
+	CHECK(acpi_write(&mem, 1, v, BOOT_MAX_VIRTIO + 1, &err) < 0);
+	CHECK_STR_CONTAINS(err.msg, "cannot list");
+	CHECK(5 + BOOT_MAX_VIRTIO - 1 < VMGENID_GSI);	/* no virtio GSI meets the generation ID's */
+	guest_mem_exit(&mem);
+}
+
 TEST(acpi_tables_refuse_guest_memory_that_ends_below_them)
 {
 	struct vm_error err = { 0 };

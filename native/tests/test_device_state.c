@@ -284,7 +284,8 @@ TEST(a_blob_with_every_device_section_is_valid_and_each_section_decodes)
 			bad = uart_state_decode(state, n, &uart);
 		else if (s->data[0] == 7 && !memcmp(name, "vmgenid", 7))
 			bad = vmgenid_state_decode(state, n, &gen);
-		else if (s->data[0] == 10 && !memcmp(name, "virtio-blk", 10))
+		else if ((s->data[0] == 10 && !memcmp(name, "virtio-blk", 10)) ||
+			 (s->data[0] == 12 && !memcmp(name, "virtio-blk-", 11)))	/* the root disk, a volume */
 			bad = virtio_blk_state_decode(state, n, &blk);
 		else if (s->data[0] == 12 && !memcmp(name, "virtio-vsock", 12))
 			bad = virtio_vsock_state_decode(state, n, &vsock);

@@ -389,6 +389,14 @@ TEST(virtio_blk_reads_writes_and_flushes_through_the_layers)
 	CHECK_EQ_INT(blk_req(&r, VIRTIO_BLK_T_FLUSH, 0, 0, 512), VIRTIO_BLK_S_OK);
 	CHECK_EQ_INT(blk_req(&r, VIRTIO_BLK_T_GET_ID, 0, 20, 20), VIRTIO_BLK_S_OK);
 	CHECK(memcmp(data, "smol-disk", 9) == 0);
+	/* A volume's disk answers with its own serial, zero-padded (the guest finds it in /sys/block/vdX/serial). */
+	r.blk.id = "smol-vol3";
+	memset(data, 0xee, 20);
+	CHECK_EQ_INT(blk_req(&r, VIRTIO_BLK_T_GET_ID, 0, 20, 20), VIRTIO_BLK_S_OK);
+	CHECK(memcmp(data, "smol-vol3", 9) == 0);
+	CHECK_EQ_INT(data[9], 0);
+	CHECK_EQ_INT(data[19], 0);
+	r.blk.id = NULL;
 	/* Past the end, half a sector, an unknown type. */
 	CHECK_EQ_INT(blk_req(&r, VIRTIO_BLK_T_IN, BASE_SIZE / 512 - 1, 1024, 1024), VIRTIO_BLK_S_IOERR);
 	CHECK_EQ_INT(blk_req(&r, VIRTIO_BLK_T_IN, ~0ULL, 512, 512), VIRTIO_BLK_S_IOERR);

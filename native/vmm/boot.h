@@ -38,7 +38,7 @@ struct boot_virtio {
 	uint64_t base;
 	uint32_t len, gsi;
 };
-#define BOOT_MAX_VIRTIO 8
+#define BOOT_MAX_VIRTIO 9	/* slots 0 to 8 (virtio_dev.h) */
 
 struct boot_info {
 	const char *cmdline;

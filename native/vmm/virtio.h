@@ -221,6 +221,7 @@ struct disk;
 
 struct virtio_blk {
 	struct disk *disk;
+	const char *id;		/* what GET_ID answers (the guest's /sys/block/vdX/serial); NULL: "smol-disk" */
 	uint64_t io_errors;	/* requests answered with VIRTIO_BLK_S_IOERR (host I/O errors, out-of-range sectors) */
 };
 

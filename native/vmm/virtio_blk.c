@@ -116,6 +116,10 @@ static uint8_t blk_request(struct virtio_blk *b, struct guest_mem *mem, const st
 	case VIRTIO_BLK_T_FLUSH:
 		return disk_flush(b->disk, &err) < 0 ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
 	case VIRTIO_BLK_T_GET_ID:
+		if (b->id) {
+			memset(id, 0, sizeof(id));
+			memcpy(id, b->id, strnlen(b->id, sizeof(id)));
+		}
 		data = c->in_len - 1 < sizeof(id) ? c->in_len - 1 : sizeof(id);
 		*used = (uint32_t)virtq_chain_write(c, mem, 0, id, data) + 1;
 		return VIRTIO_BLK_S_OK;

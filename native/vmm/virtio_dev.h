@@ -25,6 +25,7 @@ struct snap_writer;
 #define VIRTIO_SLOT_VSOCK 2
 #define VIRTIO_SLOT_CONSOLE 3
 #define VIRTIO_SLOT_NET 4
+#define VIRTIO_SLOT_VOLUME(n) (4 + (n))	/* volume n, 1 to VM_MAX_VOLUMES: slots 5 to 8, GSIs 10 to 13 */
 
 struct vdev {
 	struct virtio_mmio t;

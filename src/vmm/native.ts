@@ -33,6 +33,11 @@ export interface NativeVmConfig {
   cpus: number;
   consoleBufferBytes?: number;
   disk?: DiskConfig;
+  /**
+   * Volumes (docs/disks.md, "Volumes"): volume i is the device `virtio-blk-<i+1>`, serial `smol-vol<i+1>` in the
+   * guest; with `top` its writable layer (that device's resource later), without it read-only. At most 4.
+   */
+  volumes?: DiskConfig[];
   /** A virtio-rng device. */
   rng?: boolean;
   /** A virtio-console on the VM's console (docs/vmm.md, "virtio-console"). */
@@ -60,6 +65,11 @@ export interface VsockConfig {
 export interface DeviceResources {
   /** The new writable disk layer (it must not exist) over the one the snapshot froze (docs/disks.md). */
   'virtio-blk'?: { path: string };
+  /** The same for a writable volume's disk, volume N (docs/disks.md, "Volumes"). */
+  'virtio-blk-1'?: { path: string };
+  'virtio-blk-2'?: { path: string };
+  'virtio-blk-3'?: { path: string };
+  'virtio-blk-4'?: { path: string };
   /** The Unix socket the vsock muxer listens on (docs/vmm.md, "vsock"). */
   'virtio-vsock'?: { path: string };
   /**

@@ -17,6 +17,8 @@ export interface VmOptions {
   consoleBufferBytes?: number;
   /** A virtio-blk disk, /dev/vda in the guest (docs/disks.md). */
   disk?: DiskConfig;
+  /** Further virtio-blk disks, the volumes (docs/disks.md, "Volumes"): at most 4. */
+  volumes?: DiskConfig[];
   /** A virtio-rng device (/dev/hwrng in the guest). */
   rng?: boolean;
   /**
@@ -38,6 +40,7 @@ export const VM_LIMITS = {
   cmdlineMaxBytes: 2047,
   /** The native VMM checks its own bounds; this only keeps out what cannot be a size. */
   consoleBufferBytes: { min: 1, max: 2 ** 31 - 1 },
+  volumes: 4, // VM_MAX_VOLUMES
 } as const;
 
 const KNOWN_OPTIONS = new Set([
@@ -48,6 +51,7 @@ const KNOWN_OPTIONS = new Set([
   'cpus',
   'consoleBufferBytes',
   'disk',
+  'volumes',
   'rng',
   'virtioConsole',
   'vsock',
@@ -112,6 +116,25 @@ export async function resolveVmOptions(options: VmOptions): Promise<NativeVmConf
     if (disk.top !== undefined) {
       if (typeof disk.top !== 'string' || disk.top === '') throw new TypeError('disk.top must be a file path');
       config.disk.top = path.resolve(disk.top);
+    }
+  }
+  if (options.volumes !== undefined) {
+    const { volumes } = options;
+    if (!Array.isArray(volumes)) throw new TypeError('volumes must be an array of {base, top?}');
+    if (volumes.length > VM_LIMITS.volumes) {
+      throw new RangeError(`at most ${VM_LIMITS.volumes} volumes fit (got ${volumes.length})`);
+    }
+    config.volumes = [];
+    for (const [i, volume] of volumes.entries()) {
+      if (typeof volume !== 'object' || volume === null) throw new TypeError(`volumes[${i}] must be {base, top?}`);
+      const resolved: DiskConfig = { base: await checkFile(`volumes[${i}].base`, volume.base) };
+      if (volume.top !== undefined) {
+        if (typeof volume.top !== 'string' || volume.top === '') {
+          throw new TypeError(`volumes[${i}].top must be a file path`);
+        }
+        resolved.top = path.resolve(volume.top);
+      }
+      config.volumes.push(resolved);
     }
   }
   for (const flag of ['rng', 'virtioConsole'] as const) {
