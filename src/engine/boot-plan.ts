@@ -51,6 +51,12 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
     if (namesHvcConsole(smolfile.cmdline)) options.virtioConsole = true;
     return { options, baseKey: null, init: [], agent: false };
   }
+  if (smolfile.volumes.length > 0) {
+    throw new ApiFailure(
+      409,
+      `${smolfile.path}: \`volumes\` are read and checked, but the engine does not attach them yet`,
+    );
+  }
   const assets = findGuestAssets(env);
   const kernel = smolfile.kernel ?? assets.kernel;
   const recipe = debianRecipeOf(smolfile);

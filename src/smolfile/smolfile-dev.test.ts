@@ -71,7 +71,7 @@ describe('bad [dev] input names the key and its line', () => {
   it('an unknown key, with a suggestion or the table keys', () => {
     expect(problemsIn(lines('[dev]', 'workdr = "/w"', 'cpus = 2'))).toEqual([
       '2:1 error: unknown key `dev.workdr` in [dev]; did you mean `dev.workdir`?',
-      '3:1 error: unknown key `dev.cpus` in [dev] (its keys: env, init, workdir, ports)',
+      '3:1 error: unknown key `dev.cpus` in [dev] (its keys: env, init, workdir, ports, volumes)',
     ]);
   });
 
@@ -96,10 +96,9 @@ describe('bad [dev] input names the key and its line', () => {
     expect(problemsIn('dev = 3\n')).toEqual(['1:1 error: `dev`: expected a table ([dev]), found an integer 3']);
   });
 
-  it('dev.volumes, which smolvm has and we do not support yet', () => {
+  it('dev.volumes is read (smolfile-volumes.test.ts); a folder that is not there is an error at its entry', () => {
     expect(problemsIn(lines('image = "builtin"', '', '[dev]', 'volumes = ["./src:/app"]'))).toEqual([
-      "4:1 error: smolvm's `dev.volumes` is not supported by Smol Studio yet: there are no shared folders yet; " +
-        'copy files in with `init` commands or build them into the image',
+      '4:12 error: `dev.volumes[0]`: the host folder ./src (/nowhere/src) does not exist',
     ]);
   });
 
@@ -171,8 +170,9 @@ describe('Smolfiles built like the examples in smolvm’s repository', () => {
     expect(smolfile).toMatchObject({ cmd: ['--port', '9090'], network: { ports: [{ host: 9090, guest: 9090 }] } });
   });
 
-  it('doom-web and codex fail only on dev.volumes, which is not supported yet', () => {
-    // Mirrors examples/doom-web/doom.smolfile (also [service]) and examples/codex/codex.smolfile.
+  it('doom-web and codex fail here only on their [dev] volumes folder, which /nowhere does not have', () => {
+    // Mirrors examples/doom-web/doom.smolfile (also [service]) and examples/codex/codex.smolfile; with the folder
+    // present they validate (smolfile-volumes.test.ts).
     const text = lines(
       'image = "python:3.12-alpine"',
       'cmd = ["-m", "http.server", "8000"]',
@@ -185,7 +185,7 @@ describe('Smolfiles built like the examples in smolvm’s repository', () => {
       'ports = ["8000:8000"]',
     );
     expect(problemsIn(text).filter((problem) => problem.includes('error'))).toEqual([
-      expect.stringMatching(/^8:1 error: smolvm's `dev.volumes` is not supported by Smol Studio yet: /),
+      '8:12 error: `dev.volumes[0]`: the host folder ./site (/nowhere/site) does not exist',
     ]);
   });
 

@@ -16,6 +16,7 @@ export const KNOWN_KEYS: Readonly<Record<string, readonly string[]>> = {
     'workdir',
     'user',
     'init',
+    'volumes',
     'health',
     'snapshots',
     'net',
@@ -24,7 +25,7 @@ export const KNOWN_KEYS: Readonly<Record<string, readonly string[]>> = {
     'dev',
     'service',
   ],
-  dev: ['env', 'init', 'workdir', 'ports'],
+  dev: ['env', 'init', 'workdir', 'ports', 'volumes'],
   service: ['port', 'listen', 'protocol'],
   network: ['allow_hosts', 'allow_cidrs'],
   health: ['exec', 'interval', 'timeout', 'startup_grace', 'retries'],
@@ -37,8 +38,6 @@ export const KNOWN_KEYS: Readonly<Record<string, readonly string[]>> = {
  * have.
  */
 export const UNSUPPORTED_SMOLVM_KEYS: Readonly<Record<string, string>> = {
-  volumes: 'there are no shared folders yet; copy files in with `init` commands or build them into the image',
-  'dev.volumes': 'there are no shared folders yet; copy files in with `init` commands or build them into the image',
   gpu: 'guests have no GPU device; remove the key',
   gpu_vram: 'guests have no GPU device; remove the key',
   rosetta: 'guests are x86-64 on x86-64 Linux hosts, so there is nothing to translate; remove the key',

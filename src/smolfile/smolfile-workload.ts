@@ -13,7 +13,7 @@ import {
 import { formatKeyPath, type KeyPath } from './toml-locator.js';
 
 /** Keys that need the guest agent, so a bare kernel cannot have them. */
-export const AGENT_KEYS = ['entrypoint', 'cmd', 'env', 'workdir', 'user', 'init', 'health'] as const;
+export const AGENT_KEYS = ['entrypoint', 'cmd', 'env', 'workdir', 'user', 'init', 'health', 'volumes'] as const;
 
 /** What runs in the guest, through the agent. */
 export interface SmolfileWorkload {
@@ -82,8 +82,8 @@ function readWorkdir(problems: ProblemList, at: KeyPath, value: unknown): string
   return dir === undefined || dir.startsWith('/') ? dir : expected(problems, at, 'an absolute path', value);
 }
 
-/** The keys of smolvm's `[dev]` profile that Smol Studio reads (`volumes` is refused where keys are checked). */
-export const DEV_KEYS = ['env', 'init', 'workdir', 'ports'] as const;
+/** The keys of smolvm's `[dev]` profile that Smol Studio reads (`volumes` in smolfile-volumes.ts). */
+export const DEV_KEYS = ['env', 'init', 'workdir', 'ports', 'volumes'] as const;
 
 /**
  * The workload keys, with `[dev]` (`dev`, the table or `{}`) merged in as smolvm merges it

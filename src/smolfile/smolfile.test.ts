@@ -40,6 +40,7 @@ describe('a valid Smolfile', () => {
         health: null,
         snapshots: { autoCheckpointMs: null, keep: 10 },
         network: { enabled: false, ports: [], allowHosts: [], allowCidrs: [] },
+        volumes: [],
       },
       problems: [],
     });
@@ -111,6 +112,7 @@ allow_cidrs = ["203.0.113.0/24", "2001:db8::/32"]
         allowHosts: ['pypi.org', '*.example.com', 'host.smol.internal:8000'],
         allowCidrs: ['203.0.113.0/24', '2001:db8::/32'],
       },
+      volumes: [],
     });
   });
 

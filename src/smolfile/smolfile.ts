@@ -7,6 +7,7 @@ import TOML from '@iarna/toml';
 import { readGuest, type SmolfileImage } from './smolfile-guest.js';
 import { KNOWN_KEYS, UNSUPPORTED_SMOLVM_KEYS, suggestKey } from './smolfile-keys.js';
 import { NETWORK_DEFAULTS, readNetwork, type SmolfileNetwork } from './smolfile-network.js';
+import { readVolumes, type SmolfileVolume } from './smolfile-volumes.js';
 import { ProblemList, type SmolfileProblem } from './smolfile-problems.js';
 import {
   readHealth,
@@ -25,6 +26,7 @@ export type { SmolfileImage } from './smolfile-guest.js';
 export type { SmolfileHealth } from './smolfile-workload.js';
 export type { SmolfileNetwork, SmolfilePort } from './smolfile-network.js';
 export type { SmolfileProblem } from './smolfile-problems.js';
+export type { SmolfileVolume } from './smolfile-volumes.js';
 export { formatProblem } from './smolfile-problems.js';
 
 export interface SmolfileSnapshots {
@@ -52,6 +54,8 @@ export interface Smolfile extends SmolfileWorkload {
   snapshots: SmolfileSnapshots;
   /** `net`, `ports` and `[network]`: off unless `net = true`. */
   network: SmolfileNetwork;
+  /** `volumes` (or a non-empty `dev.volumes`): host folders copied into disks of their own (docs/disks.md). */
+  volumes: SmolfileVolume[];
 }
 
 export const SMOLFILE_DEFAULTS = {
@@ -118,6 +122,7 @@ export function parseSmolfile(text: string, options: { path: string }): Smolfile
   const health = optional(document.health, (v) => readHealth(problems, v));
   const snapshots = optional(document.snapshots, (v) => readSnapshots(problems, v));
   const network = readNetwork(problems, document, dev);
+  const volumes = readVolumes(problems, document, dev, path.dirname(file));
   if (document.service !== undefined) readService(problems, document.service);
 
   if (problems.hasErrors()) return { smolfile: null, problems: problems.list() };
@@ -130,6 +135,7 @@ export function parseSmolfile(text: string, options: { path: string }): Smolfile
     health: health ?? null,
     snapshots: snapshots ?? { ...SMOLFILE_DEFAULTS.snapshots },
     network: network ?? NETWORK_DEFAULTS,
+    volumes: volumes ?? [],
   };
   return { smolfile, problems: problems.list() };
 }
