@@ -18,11 +18,14 @@ export interface CopyResult {
 
 const quoteless = (s: string) => !s.includes('\0');
 
+/** As docker cp: root in the guest, whatever user the image's commands run as (owners come from the tar). */
+const AS_ROOT = { user: '0' } as const;
+
 /** How to run busybox's sh and tar in the guest: /.smol/busybox (an OCI image), else busybox, else sh and tar. */
 async function guestTools(smol: Smol, vm: string): Promise<{ sh: string[]; tar: string }> {
   for (const busybox of ['/.smol/busybox', 'busybox']) {
     try {
-      if ((await smol.exec(vm, [busybox, 'true'])).exitCode === 0)
+      if ((await smol.exec(vm, [busybox, 'true'], AS_ROOT)).exitCode === 0)
         return { sh: [busybox, 'sh'], tar: `${busybox} tar` };
     } catch {
       // not there: the next
@@ -32,7 +35,7 @@ async function guestTools(smol: Smol, vm: string): Promise<{ sh: string[]; tar: 
 }
 
 async function guestIsDirectory(smol: Smol, vm: string, sh: string[], guestPath: string): Promise<boolean> {
-  const result = await smol.exec(vm, [...sh, '-c', '[ -d "$1" ]', 'sh', guestPath]);
+  const result = await smol.exec(vm, [...sh, '-c', '[ -d "$1" ]', 'sh', guestPath], AS_ROOT);
   return result.exitCode === 0;
 }
 
@@ -106,7 +109,7 @@ export async function copyIn(smol: Smol, vm: string, source: string, target: str
   const counts: CopyResult = { entries: 0, bytes: 0 };
   const stream = packTree(source, name, counts);
   const script = `mkdir -p "$1" && cd "$1" && exec ${tar} -x -f -`;
-  const result = await smol.exec(vm, [...sh, '-c', script, 'sh', dir], { stdin: stream });
+  const result = await smol.exec(vm, [...sh, '-c', script, 'sh', dir], { ...AS_ROOT, stdin: stream });
   if (result.exitCode !== 0) throw failed(`copying ${source} to ${vm}:${target}`, result);
   return counts;
 }
@@ -138,7 +141,7 @@ export async function copyOut(smol: Smol, vm: string, source: string, target: st
   const script = `cd "$1" && exec ${tar} -c -f - "$2"`;
   const exit = await smol.api.exec(
     vm,
-    { argv: [...sh, '-c', script, 'sh', path.posix.dirname(source), from] },
+    { argv: [...sh, '-c', script, 'sh', path.posix.dirname(source), from], ...AS_ROOT },
     { onStdout: (chunk) => data.write(chunk), onStderr: (chunk) => stderr.push(chunk) },
   ).exit;
   data.end();

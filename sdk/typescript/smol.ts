@@ -33,7 +33,10 @@ export type {
   VmNetwork,
 } from '../../src/api/schema.js';
 export type { ExecExit } from '../../src/api/api-client.js';
-/** The agent's own exec options: env, cwd, stdin, timeoutMs, onStdout and onStderr. */
+/**
+ * The agent's own exec options: env, cwd, user, stdin, timeoutMs, onStdout and onStderr. Through the engine, env,
+ * cwd and user default to the episode's workload (the image's Env, WorkingDir and User under the Smolfile's).
+ */
 export type { ExecOptions } from '../../src/agent-client/agent-process.js';
 
 export interface ExecResult extends ExecExit {

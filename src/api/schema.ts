@@ -199,7 +199,16 @@ export const ExecRequest = z
       .max(4096)
       .describe('the program and its arguments (no shell)'),
     env: z.record(z.string().regex(/^[^=\0]+$/, 'a name without "=" or NUL'), z.string()).optional(),
-    cwd: z.string().min(1).max(4096).optional(),
+    cwd: z.string().min(1).max(4096).optional().describe("the working directory (default: the workload's workdir)"),
+    user: z
+      .string()
+      .max(256)
+      .regex(/^[^:\0]+(:[^:\0]+)?$/, 'name, uid, name:group or uid:gid')
+      .optional()
+      .describe(
+        "who runs it: name, uid, name:group or uid:gid, looked up in the guest's /etc/passwd and /etc/group " +
+          "(default: the workload's user, from the Smolfile or the image's User; else root)",
+      ),
     /** UTF-8 text for the process's stdin (it reads /dev/null without it). */
     stdin: z
       .string()

@@ -14,12 +14,15 @@ const EXEC_FLAGS = {
   help: { type: 'boolean', short: 'h' },
   env: { type: 'string', short: 'e', multiple: true },
   workdir: { type: 'string', short: 'w' },
+  user: { type: 'string', short: 'u' },
   interactive: { type: 'boolean', short: 'i', default: false },
   timeout: { type: 'string' },
 } as const;
 
 const EXEC_OPTIONS = `  -e, --env K=V       set an environment variable (repeatable)
-  -w, --workdir DIR   run in DIR
+  -w, --workdir DIR   run in DIR (default: the Smolfile's workdir, else the image's WorkingDir)
+  -u, --user USER     run as USER: name, uid, name:group or uid:gid, from the guest's /etc/passwd and
+                      /etc/group (default: the Smolfile's user, else the image's User, else root; -u 0 is root)
   -i, --interactive   pass this command's stdin to it (else it reads /dev/null)
   --timeout SECONDS   kill it after this long (exit status 124, as timeout(1))`;
 
@@ -38,6 +41,7 @@ function splitCommand(command: string, argv: string[]): { own: string[]; cmd: st
 interface ExecFlags {
   env?: string[];
   workdir?: string;
+  user?: string;
   interactive: boolean;
   timeout?: string;
 }
@@ -46,7 +50,7 @@ function execRequest(
   command: string,
   argv: string[],
   flags: ExecFlags,
-): { argv: string[]; env?: Record<string, string>; cwd?: string; timeoutMs?: number } {
+): { argv: string[]; env?: Record<string, string>; cwd?: string; user?: string; timeoutMs?: number } {
   const env: Record<string, string> = {};
   for (const pair of flags.env ?? []) {
     const eq = pair.indexOf('=');
@@ -59,10 +63,14 @@ function execRequest(
     if (!Number.isFinite(seconds) || seconds <= 0) throw new UsageError(command, '--timeout: expected seconds > 0');
     timeoutMs = Math.ceil(seconds * 1000);
   }
+  if (flags.user !== undefined && !/^[^:\0]+(:[^:\0]+)?$/.test(flags.user)) {
+    throw new UsageError(command, `--user ${flags.user}: expected a name, uid, name:group or uid:gid`);
+  }
   return {
     argv,
     ...(Object.keys(env).length > 0 && { env }),
     ...(flags.workdir !== undefined && { cwd: flags.workdir }),
+    ...(flags.user !== undefined && { user: flags.user }),
     ...(timeoutMs !== undefined && { timeoutMs }),
   };
 }
@@ -111,7 +119,8 @@ export const runExec: Run = async (argv) => {
   const HELP = `Usage: smol exec [options] VM -- COMMAND [ARG...]
 
 Runs a command in a running VM's guest through its agent (no shell: smol exec VM -- sh -c '...' for one), relays
-its stdout and stderr as they come, and exits with its status (128+N for signal N, 124 for --timeout).
+its stdout and stderr as they come, and exits with its status (128+N for signal N, 124 for --timeout). As docker
+exec, it gets the episode's env (the image's Env, then the Smolfile's env; -e over both), workdir and user.
 
 ${EXEC_OPTIONS}
 `;
@@ -128,8 +137,8 @@ export const runRun: Run = async (argv) => {
 Starts a fresh episode from a Smolfile (default ./Smolfile; with none there, the builtin image) or from an image
 alone (--image python:3.12-slim, as docker run), waits for its agent, runs the command in it with its output
 relayed, then deletes the episode and exits with the command's status. A clean machine every time. The command
-goes after the image's or Smolfile's entrypoint; without one, their cmd runs. Their env and workdir apply
-(-e and -w add to and override them).
+goes after the image's or Smolfile's entrypoint; without one, their cmd runs. Their env, workdir and user apply
+(-e, -w and -u add to and override them).
 
   -f, --file FILE     the Smolfile
   --image REF         an image instead of a Smolfile: builtin, debian:<suite>, an OCI reference (docs/images.md)
@@ -151,12 +160,8 @@ ${EXEC_OPTIONS}
   if (command.length === 0) {
     throw new UsageError('run', 'expected -- and the command to run: neither the image nor the Smolfile has one');
   }
+  // The engine gives it the workload's env, workdir and user, as it does every exec (src/engine/exec-workload.ts).
   const request = execRequest('run', command, flags);
-  if (workload) {
-    const env = { ...workload.env, ...request.env };
-    if (Object.keys(env).length > 0) request.env = env;
-    if (request.cwd === undefined && workload.workdir) request.cwd = workload.workdir;
-  }
   return await withEngine(async (smol) => {
     const { episode, vm } = await smol.up(file);
     try {

@@ -37,6 +37,7 @@ import type {
 } from '../api/schema.js';
 import { formatProblem, loadSmolfile, parseSmolfile, type Smolfile } from '../smolfile/smolfile.js';
 import { planBoot, prepareImage } from './boot-plan.js';
+import { episodeWorkload, withWorkload } from './exec-workload.js';
 import { EngineCore, type EngineOptions } from './engine-core.js';
 import { METRICS_INTERVAL_MS } from './metrics.js';
 import { EpisodeRecord, LIVE_STATES, freshName, type VmRecord } from './episode-registry.js';
@@ -633,9 +634,10 @@ export class Engine extends EngineCore implements EngineApi {
 
   // ---- the guest agent: commands and files (docs/agent.md) ----
 
-  async exec(vmRef: string, request: ExecRequest): Promise<ExecResult> {
+  async exec(vmRef: string, asked: ExecRequest): Promise<ExecResult> {
     const vm = this.vm(vmRef);
     const agent = await this.agentOf(vm);
+    const request = withWorkload(asked, episodeWorkload(this.episodeOf(vm)));
     const stdout = new OutputCap('stdout');
     const stderr = new OutputCap('stderr');
     const result = await guestCall(
@@ -649,9 +651,10 @@ export class Engine extends EngineCore implements EngineApi {
     return { ...exitOf(result), stdout: stdout.text(), stderr: stderr.text() };
   }
 
-  async spawn(vmRef: string, request: Omit<ExecRequest, 'stdin'>, io: GuestProcessIo): Promise<GuestProcess> {
+  async spawn(vmRef: string, asked: Omit<ExecRequest, 'stdin'>, io: GuestProcessIo): Promise<GuestProcess> {
     const vm = this.vm(vmRef);
     const agent = await this.agentOf(vm);
+    const request = withWorkload(asked, episodeWorkload(this.episodeOf(vm)));
     const process = agent.spawn(request.argv, {
       ...execOptions(request),
       ...(io.stdin && { stdin: io.stdin }),
@@ -768,6 +771,7 @@ function execOptions(request: Omit<ExecRequest, 'stdin'>) {
   return {
     ...(request.env && { env: request.env }),
     ...(request.cwd !== undefined && { cwd: request.cwd }),
+    ...(request.user !== undefined && { user: request.user }),
     ...(request.timeoutMs !== undefined && { timeoutMs: request.timeoutMs }),
   };
 }
