@@ -21,7 +21,7 @@ export interface ExecOptions {
   /**
    * Who runs it: "name", "uid", "name:group" or "uid:gid" (OCI's forms), looked up in the guest's /etc/passwd and
    * /etc/group; root without it. An agent whose HELLO lacks the "exec-user" feature would ignore it, so it is refused
-   * (ENOTSUP) before anything is sent.
+   * (ENOTSUP) before anything is sent, unless it names root (0, 0:0, root), as which that agent runs everything.
    */
   user?: string;
   /** Without it the process reads /dev/null. */
@@ -41,6 +41,9 @@ export interface ExecResult {
   stdout: Buffer;
   stderr: Buffer;
 }
+
+/** Users that mean the agent's own (root), which an agent without the "exec-user" feature runs as already. */
+const ROOT_USERS = new Set(['0', '0:0', 'root', 'root:root']);
 
 const signalNames = new Map<number, NodeJS.Signals>(
   Object.entries(os.constants.signals).map(([name, number]) => [number, name as NodeJS.Signals]),
@@ -94,7 +97,10 @@ export class AgentProcess {
     const fields: [number, FieldValue][] = argv.map((arg) => [Field.ARGV, arg]);
     for (const [key, value] of Object.entries(options.env ?? {})) fields.push([Field.ENV, `${key}=${value}`]);
     if (options.cwd !== undefined) fields.push([Field.CWD, options.cwd]);
-    if (options.user !== undefined) fields.push([Field.USER, options.user]);
+    // An agent without USER runs as root anyway, which is all that root asks.
+    const asRoot = options.user !== undefined && ROOT_USERS.has(options.user);
+    const canSwitch = connection.hello.features.includes('exec-user');
+    if (options.user !== undefined && (canSwitch || !asRoot)) fields.push([Field.USER, options.user]);
     if (options.timeoutMs !== undefined) fields.push([Field.TIMEOUT_MS, Math.max(1, Math.ceil(options.timeoutMs))]);
     fields.push([Field.STDIN, options.stdin === undefined ? 0 : 1]);
 
@@ -112,7 +118,7 @@ export class AgentProcess {
         reject(error);
       };
       stream.onClose = fail;
-      if (options.user !== undefined && !connection.hello.features.includes('exec-user')) {
+      if (options.user !== undefined && !canSwitch && !asRoot) {
         return fail(
           new AgentError(
             `${stream.what}: the guest's agent (version ${connection.hello.version}) cannot run commands as a user ` +
