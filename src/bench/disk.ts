@@ -8,8 +8,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { Vm } from '../vmm/vm.js';
 import { qemuMicrovmArgs, READY_MARKER, type BootBenchOptions } from './boot.js';
+import { serialShell, type SerialShell } from './serial-shell.js';
 import { median, p90 } from './stats.js';
-import { benchHost, withTimeout, type BenchHost } from './vm-create.js';
+import { benchHost, type BenchHost } from './vm-create.js';
 
 const DISK_MIB = 256;
 /** Written then read from the start of the disk; the random I/O goes to the rest, so its reads come from the base. */
@@ -77,46 +78,8 @@ const PHASES: Array<[keyof DiskSample, string]> = [
   ['loop', randomLoop(3, `dd if=/dev/zero of=/dev/null bs=${BLOCK} count=1`)],
 ];
 
-/** A shell on a serial console: `feed` takes its output, `run` types a command and resolves with what it printed. */
-function serialShell(write: (text: string) => void, ended: Promise<never>, what: string) {
-  let text = '';
-  let waiters: Array<() => void> = [];
-  let marks = 0;
-  const feed = (chunk: Buffer) => {
-    text += chunk.toString('latin1');
-    for (const waiter of [...waiters]) waiter();
-  };
-  const waitFor = (pattern: RegExp, from: number) =>
-    withTimeout(
-      Promise.race([
-        ended,
-        new Promise<RegExpExecArray>((resolve) => {
-          const check = () => {
-            const match = pattern.exec(text.slice(from));
-            if (!match) return;
-            waiters = waiters.filter((w) => w !== check);
-            resolve(match);
-          };
-          waiters.push(check);
-          check();
-        }),
-      ]),
-      TIMEOUT_MS,
-      `${what}: no ${pattern} within ${TIMEOUT_MS / 1000} s; output was:\n${text.slice(-2000)}`,
-    );
-  const run = async (command: string) => {
-    // The marks are built by the shell, so the echo of the typed line never matches them.
-    const n = ++marks;
-    const from = text.length;
-    write(`echo "<<$((${n})):begin>>"; ${command}; echo "<<$((${n})):end>>"\n`);
-    const match = await waitFor(new RegExp(`<<${n}:begin>>\\r?\\n([\\s\\S]*?)<<${n}:end>>`), from);
-    return match[1]!.replace(/\r\n/g, '\n');
-  };
-  return { feed, waitFor, run };
-}
-
 /** Waits for the shell, then runs every phase; guest nanoseconds per phase. */
-async function measure(shell: ReturnType<typeof serialShell>, what: string): Promise<DiskSample> {
+async function measure(shell: SerialShell, what: string): Promise<DiskSample> {
   // The shell's prompt after init's ready line: typed input before the shell opened the console would be lost.
   await shell.waitFor(new RegExp(`${READY_MARKER}[\\s\\S]*# `), 0);
   await shell.run(CLOCK);
@@ -140,7 +103,7 @@ async function runOurs(o: BootBenchOptions, base: string, top: string): Promise<
     throw new Error(`our VMM's guest ended (${exit.reason}${exit.message ? `: ${exit.message}` : ''})`);
   });
   ended.catch(() => {});
-  const shell = serialShell((text) => vm.write(text), ended, 'our VMM');
+  const shell = serialShell((text) => vm.write(text), ended, 'our VMM', TIMEOUT_MS);
   vm.on('console', shell.feed);
   try {
     vm.start();
@@ -173,7 +136,7 @@ async function runQemu(o: BootBenchOptions, base: string, tmp: string): Promise<
     void closed.then(() => reject(new Error(`QEMU ended: ${stderr.trim() || 'no message'}`)));
   });
   ended.catch(() => {});
-  const shell = serialShell((text) => child.stdin.write(text), ended, 'QEMU');
+  const shell = serialShell((text) => child.stdin.write(text), ended, 'QEMU', TIMEOUT_MS);
   child.stdout.on('data', shell.feed);
   try {
     return await measure(shell, 'QEMU');

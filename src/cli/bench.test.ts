@@ -32,7 +32,7 @@ describe('smol bench arguments', () => {
 
   it('names the benchmarks it knows when given another', () => {
     expect(() => parseBenchArgs(['forks'])).toThrow(
-      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, console, disk, sdk, image, pack, burst)',
+      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, console, disk, net, sdk, image, pack, burst)',
     );
   });
 
@@ -192,6 +192,22 @@ describe('smol bench arguments', () => {
       '--forks is an option of the fanout and sdk benchmarks only',
     );
     expect(() => parseBenchArgs(['disk', '--linux'])).toThrow('--linux is an option of the restore benchmark only');
+  });
+
+  it('net defaults to 5 runs of the built guest against QEMU, and takes the boot options', () => {
+    expect(parseBenchArgs(['net'])).toEqual({
+      name: 'net',
+      json: false,
+      runs: 5,
+      cmdline: GUEST_CMDLINE,
+      cpus: 1,
+      memoryMiB: 256,
+      qemu: DEFAULT_QEMU,
+    });
+    expect(parseBenchArgs(['net', '--runs', '2', '--cpus', '2'])).toMatchObject({ name: 'net', runs: 2, cpus: 2 });
+    expect(() => parseBenchArgs(['net', '--forks', '2'])).toThrow(
+      '--forks is an option of the fanout and sdk benchmarks only',
+    );
   });
 
   it('sdk defaults to 10 runs of fork(8) on the echo guest and takes -f and --forks', () => {

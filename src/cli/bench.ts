@@ -5,6 +5,7 @@ import { benchBoot, type BootBenchResult } from '../bench/boot.js';
 import { benchConsole, formatConsoleBenchResult } from '../bench/console.js';
 import { benchExec, benchFiles } from '../bench/agent.js';
 import { benchDisk, formatDiskBenchResult, type DiskBenchResult } from '../bench/disk.js';
+import { benchNet, formatNetBenchResult, type NetBenchResult } from '../bench/net.js';
 import { benchImage, formatImageBenchResult } from '../bench/image.js';
 import { benchPack, formatPackBenchResult } from '../bench/pack.js';
 import { benchBurst, formatBurstBenchResult } from '../bench/burst.js';
@@ -35,6 +36,7 @@ export const BENCHMARKS = [
   'ui',
   'console',
   'disk',
+  'net',
   'sdk',
   'image',
   'pack',
@@ -59,6 +61,8 @@ export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--ke
        smol bench ui [--json] [--runs N] [--episodes N] [--snapshots N] [--lines N] [--chromium FILE]
        smol bench console [--json] [--runs N] [--lines N]
        smol bench disk [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
+                       [--cmdline STR] [--qemu FILE]
+       smol bench net [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
                        [--cmdline STR] [--qemu FILE]
        smol bench sdk [--json] [--runs N] [--forks N] [-f SMOLFILE]
        smol bench image [--json] [--runs N]
@@ -98,6 +102,12 @@ Benchmarks:
               256 MiB raw base) against QEMU microvm's (the same base, snapshot=on), a fresh VM of
               each per run, interleaved; prints both medians and the ratio ours/QEMU (takes the boot
               benchmark's options)
+  net         the Linux guest on a network: our virtio-net on the VM's libslirp stack behind the policy
+              against QEMU microvm's virtio-net on -netdev user (the same libslirp), eth0 from the same
+              ip=, a fresh VM of each per run, interleaved: guest-to-host TCP MiB/s (dd | nc to a sink on
+              127.0.0.1), host-to-guest HTTP request ms through a forward (busybox httpd), and boot to
+              ready with the network against without; every packet stays on loopback (takes the boot
+              benchmark's options; 5 runs by default)
   sdk         the Python SDK (sdk/python, run by /usr/bin/python3) against the TypeScript SDK on the
               same engine and VM, taking turns each run: an exec round trip (a guest with the agent;
               else a console round trip: type, see the echo) and a fork(8) until the children run;
@@ -162,6 +172,7 @@ export type BenchArgs =
   | (LinuxBenchArgs & { name: 'boot' })
   | (LinuxBenchArgs & { name: 'restore-linux' })
   | (LinuxBenchArgs & { name: 'disk' })
+  | (LinuxBenchArgs & { name: 'net' })
   | { name: TinySnapshotBench; json: boolean; runs: number; memoryMiB: number[]; forks?: number; trace?: true }
   | { name: 'reset' | 'exec' | 'files'; json: boolean; runs: number; smolfile: string }
   | { name: 'ui'; json: boolean; runs: number; episodes: number; snapshots: number; lines: number; chromium: string }
@@ -350,10 +361,10 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   if ((flags.kernel === undefined) !== (flags.initrd === undefined)) {
     throw new UsageError('bench', `${name} takes --kernel and --initrd together (or neither, for the built guest)`);
   }
-  const args: LinuxBenchArgs & { name: 'boot' | 'restore-linux' | 'disk' } = {
-    name: name === 'restore' ? 'restore-linux' : name === 'disk' ? 'disk' : 'boot',
+  const args: LinuxBenchArgs & { name: LinuxBench } = {
+    name: name === 'restore' ? 'restore-linux' : name === 'disk' || name === 'net' ? name : 'boot',
     json: flags.json,
-    runs: runs(name === 'disk' ? 5 : 10),
+    runs: runs(name === 'disk' || name === 'net' ? 5 : 10),
     cmdline: flags.cmdline ?? GUEST_CMDLINE,
     cpus: parseIntegerFlag('bench', '--cpus', flags.cpus, VM_LIMITS.cpus),
     memoryMiB: parseIntegerFlag('bench', '--memory', flags.memory, VM_LIMITS.memoryMiB),
@@ -385,9 +396,11 @@ export function formatBenchResult(result: BenchResult | BootBenchResult | Snapsh
   return lines.join('\n') + '\n';
 }
 
+type LinuxBench = 'boot' | 'restore-linux' | 'disk' | 'net';
+
 async function runBoot(
-  args: LinuxBenchArgs & { name: 'boot' | 'restore-linux' | 'disk' },
-): Promise<BootBenchResult | SnapshotBenchResult | DiskBenchResult> {
+  args: LinuxBenchArgs & { name: LinuxBench },
+): Promise<BootBenchResult | SnapshotBenchResult | DiskBenchResult | NetBenchResult> {
   let { kernel, initrd } = args;
   if (kernel === undefined || initrd === undefined) {
     const built = findGuestAssets();
@@ -401,6 +414,7 @@ async function runBoot(
   const progress = (line: string) => process.stderr.write(`bench ${args.name}: ${line}\n`);
   const options = { ...args, kernel, initramfs: initrd };
   if (args.name === 'disk') return benchDisk(options, progress);
+  if (args.name === 'net') return benchNet(options, progress);
   return args.name === 'boot' ? benchBoot(options, progress) : benchRestoreLinux(options, progress);
 }
 
@@ -448,7 +462,7 @@ export async function runBench(argv: string[]): Promise<number> {
     process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatUiBenchResult(result));
     return 0;
   }
-  let result: BenchResult | BootBenchResult | SnapshotBenchResult | DiskBenchResult;
+  let result: BenchResult | BootBenchResult | SnapshotBenchResult | DiskBenchResult | NetBenchResult;
   if (args.name === 'sdk') {
     const progress = (line: string) => process.stderr.write(`bench sdk: ${line}\n`);
     result = await benchSdk({ smolfile: args.smolfile, runs: args.runs, forks: args.forks, progress });
@@ -461,7 +475,7 @@ export async function runBench(argv: string[]): Promise<number> {
       : name === 'exec'
         ? benchExec(options)
         : benchFiles(options));
-  } else if (args.name === 'boot' || args.name === 'restore-linux' || args.name === 'disk') {
+  } else if (args.name === 'boot' || args.name === 'restore-linux' || args.name === 'disk' || args.name === 'net') {
     result = await runBoot(args);
   } else if (args.name !== 'vm-create') {
     const guestDir = path.dirname(DEFAULT_BENCH_GUEST);
@@ -478,7 +492,12 @@ export async function runBench(argv: string[]): Promise<number> {
     }
     result = await benchVmCreate({ guest: args.kernel, runs: args.runs, trace: args.trace === true });
   }
-  const text = 'disk' in result ? formatDiskBenchResult(result) : formatBenchResult(result);
+  const text =
+    'bootCost' in result
+      ? formatNetBenchResult(result)
+      : 'disk' in result
+        ? formatDiskBenchResult(result)
+        : formatBenchResult(result);
   process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : text);
   return 0;
 }
