@@ -56,6 +56,7 @@
         "vmm/virtio_vsock_vm.c",
         "vmm/virtq.c",
         "vmm/vm.c",
+        "vmm/vm_pool.c",
         "vmm/vmgenid.c",
         "vmm/vmgenid_vm.c"
       ],

@@ -5,11 +5,13 @@
 #include <cerrno>
 
 #include "disk_wrap.h"
+#include "vm_error_js.h"
 #include "vm_wrap.h"
 
 extern "C" {
 #include "jail.h"
 #include "kvm_probe.h"
+#include "vm.h"
 }
 
 #include <cstdio>
@@ -85,7 +87,42 @@ static Napi::Value JailTestForbidden(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// vmPool(options?): the prepared VMs (docs/snapshots.md, "Prepared VMs"); { max } sets how many at most (0: none).
+// vmPool({ drain: true }) closes every prepared one and stops its thread. Returns the pool's counters.
+static Napi::Value VmPool(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() > 0 && !info[0].IsUndefined()) {
+    if (!info[0].IsObject()) throw Napi::TypeError::New(env, "vmPool(options): options must be an object");
+    Napi::Object o = info[0].As<Napi::Object>();
+    Napi::Value max = o.Get("max");
+    if (!max.IsUndefined()) {
+      double d = max.IsNumber() ? max.As<Napi::Number>().DoubleValue() : -1;
+      if (!(d >= 0 && d <= VM_POOL_LIMIT) || d != static_cast<double>(static_cast<unsigned>(d)))
+        throw Napi::RangeError::New(env, "vmPool: max must be a whole number from 0 to " +
+                                             std::to_string(VM_POOL_LIMIT));
+      struct vm_error err = {};
+      if (vm_pool_set_max(static_cast<unsigned>(d), &err) < 0) throw VmError(env, err);
+    }
+    if (o.Get("drain").ToBoolean().Value()) vm_pool_drain();
+  }
+  struct vm_pool_stats st;
+  vm_pool_get_stats(&st);
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("max", st.max);
+  out.Set("target", st.target);
+  out.Set("ready", st.ready);
+  out.Set("taken", static_cast<double>(st.taken));
+  out.Set("missed", static_cast<double>(st.missed));
+  out.Set("made", static_cast<double>(st.made));
+  out.Set("closed", static_cast<double>(st.closed));
+  out.Set("failed", static_cast<double>(st.failed));
+  out.Set("thread", st.thread != 0);
+  return out;
+}
+
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  // Prepared VMs and their thread go before the module's code does (a worker thread's environment, or the exit).
+  napi_add_env_cleanup_hook(env, [](void*) { vm_pool_drain(); }, nullptr);
   Napi::Function ctor = VmWrap::Define(env);
   VmWrapConstructor(env, ctor);
   exports.Set("NativeVm", ctor);
@@ -98,6 +135,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("snapshotInfo", Napi::Function::New<SnapshotInfo>(env, "snapshotInfo"));
   exports.Set("jailLockdown", Napi::Function::New<JailLockdown>(env, "jailLockdown"));
   exports.Set("jailTestForbidden", Napi::Function::New<JailTestForbidden>(env, "jailTestForbidden"));
+  exports.Set("vmPool", Napi::Function::New<VmPool>(env, "vmPool"));
   return exports;
 }
 

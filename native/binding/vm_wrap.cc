@@ -570,6 +570,7 @@ class ForkWorker : public Napi::AsyncWorker {
       SetError(std::string("cannot fork: ") + err.msg);
       return;
     }
+    vm_pool_want(static_cast<unsigned>(children_.size()));  // prepared VMs for the whole batch (vm_pool.c)
     for (size_t i = 0; i < children_.size(); i++) {
       VmWrap::Host* child = children_[i];
       struct vm_callbacks cb = {child, OnOutput, OnExit};

@@ -59,30 +59,64 @@ void vcpu_kick(struct vcpu *cpu)
 	pthread_kill(cpu->thread, VCPU_KICK_SIGNAL);
 }
 
-static int cpuid_setup(struct vcpu *cpu, struct vm_error *err)
-{
-	struct kvm_cpuid2 *c = NULL;
-	int ret, tsc_deadline;
+/*
+ * KVM_GET_SUPPORTED_CPUID, and whether KVM emulates the TSC-deadline timer, asked once per process: the answer is
+ * the host's and never changes. Each vCPU patches its own copy.
+ */
+static pthread_mutex_t supported_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kvm_cpuid2 *supported;
+static int supported_tsc_deadline;
 
-	for (int n = 128; n <= 4096; n *= 2) {
+static struct kvm_cpuid2 *cpuid_supported(int kvm_fd, int *tsc_deadline, struct vm_error *err)
+{
+	struct kvm_cpuid2 *c = NULL, *copy = NULL;
+	int ret = 0;
+
+	pthread_mutex_lock(&supported_lock);
+	for (int n = 128; !supported && n <= 4096; n *= 2) {
 		free(c);
 		c = calloc(1, sizeof(*c) + n * sizeof(struct kvm_cpuid_entry2));
-		if (!c)
-			return vm_error_set(err, ENOMEM, "out of memory for CPUID");
-		c->nent = (uint32_t)n;
-		ret = kvm_ioctl(cpu->vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, c);
-		if (ret == 0 || errno != E2BIG)
+		if (!c) {
+			ret = vm_error_set(err, ENOMEM, "out of memory for CPUID");
 			break;
+		}
+		c->nent = (uint32_t)n;
+		ret = kvm_ioctl(kvm_fd, KVM_GET_SUPPORTED_CPUID, c);
+		if (ret == 0) {
+			supported = c;
+			c = NULL;
+			supported_tsc_deadline = kvm_ioctl(kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) > 0;
+		} else if (errno != E2BIG || n == 4096) {
+			ret = vm_error_set(err, errno, "KVM_GET_SUPPORTED_CPUID: %s", strerror(errno));
+			break;
+		}
 	}
-	if (ret < 0) {
-		free(c);
-		return vm_error_set(err, errno, "KVM_GET_SUPPORTED_CPUID: %s", strerror(errno));
+	free(c);
+	if (!ret && supported) {
+		size_t size = sizeof(*supported) + supported->nent * sizeof(struct kvm_cpuid_entry2);
+
+		copy = malloc(size);
+		if (copy)
+			memcpy(copy, supported, size);
+		else
+			vm_error_set(err, ENOMEM, "out of memory for CPUID");
+		*tsc_deadline = supported_tsc_deadline;
 	}
+	pthread_mutex_unlock(&supported_lock);
+	return copy;
+}
+
+static int cpuid_setup(struct vcpu *cpu, struct vm_error *err)
+{
+	int ret, tsc_deadline = 0;
+	struct kvm_cpuid2 *c = cpuid_supported(cpu->vm->kvm_fd, &tsc_deadline, err);
+
+	if (!c)
+		return -1;
 	/*
 	 * KVM emulates the TSC-deadline mode of the local APIC timer but leaves it out of KVM_GET_SUPPORTED_CPUID; the
 	 * VMM has to offer it. Without it Linux calibrates the APIC timer against another clock at every boot.
 	 */
-	tsc_deadline = kvm_ioctl(cpu->vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) > 0;
 	for (uint32_t i = 0; i < c->nent; i++) {
 		struct kvm_cpuid_entry2 *e = &c->entries[i];
 

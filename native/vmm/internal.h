@@ -122,6 +122,10 @@ struct vm *vm_alloc(int nr_cpus, uint64_t console_limit, const struct vm_callbac
 /* KVM, guest RAM (fresh of mem_size bytes, or with a layer a private copy of it), the vCPUs and the devices. */
 int vm_build(struct vm *vm, uint64_t mem_size, struct mem_layer *layer, struct vm_error *err);
 int vm_check_console_limit(uint64_t limit, struct vm_error *err);
+/* The process's /dev/kvm, opened and checked (API version, capabilities) once; never closed. */
+int vm_kvm_fd(struct vm_error *err);
+/* TSS and identity-map addresses, the in-kernel irqchip and PIT of a new VM (vm_pool.c prepares VMs with it). */
+int vm_platform_setup(int vm_fd, struct vm_error *err);
 int vm_memory_register(struct vm *vm, int log_dirty, struct vm_error *err);
 void vm_memory_unregister(struct vm *vm);
 /*

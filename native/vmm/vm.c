@@ -4,6 +4,7 @@
 #include "device.h"
 #include "error.h"
 #include "internal.h"
+#include "vm_pool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,43 +42,72 @@ const char *vm_exit_reason_name(enum vm_exit_reason reason)
 	return (unsigned)reason < sizeof(names) / sizeof(names[0]) ? names[reason] : "unknown";
 }
 
-static int kvm_open(struct vm *vm, struct vm_error *err)
-{
-	int version;
+static pthread_mutex_t kvm_fd_lock = PTHREAD_MUTEX_INITIALIZER;
+static int kvm_fd = -1;
 
-	vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-	if (vm->kvm_fd < 0)
-		return vm_error_set(err, errno, "cannot open /dev/kvm: %s", strerror(errno));
-	version = kvm_ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
-	if (version < 0)
-		return vm_error_set(err, errno, "/dev/kvm: KVM_GET_API_VERSION: %s", strerror(errno));
-	if (version != KVM_API_VERSION)
-		return vm_error_set(err, ENOTSUP, "/dev/kvm speaks KVM API %d; the VMM needs %d", version,
-				    KVM_API_VERSION);
-	for (size_t i = 0; i < sizeof(required_caps) / sizeof(required_caps[0]); i++) {
-		if (kvm_ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, required_caps[i].cap) <= 0)
-			return vm_error_set(err, ENOTSUP, "KVM lacks the capability KVM_CAP_%s", required_caps[i].name);
+/* /dev/kvm's system ioctls (capabilities, CPUID, MSR lists) hold no per-VM state: one fd serves every VM. */
+int vm_kvm_fd(struct vm_error *err)
+{
+	int fd, version, ret = 0;
+
+	pthread_mutex_lock(&kvm_fd_lock);
+	if (kvm_fd >= 0)
+		goto out;
+	fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		ret = vm_error_set(err, errno, "cannot open /dev/kvm: %s", strerror(errno));
+		goto out;
 	}
-	vm->vm_fd = kvm_ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
-	if (vm->vm_fd < 0)
-		return vm_error_set(err, errno, "KVM_CREATE_VM: %s", strerror(errno));
-	return 0;
+	version = kvm_ioctl(fd, KVM_GET_API_VERSION, 0);
+	if (version < 0)
+		ret = vm_error_set(err, errno, "/dev/kvm: KVM_GET_API_VERSION: %s", strerror(errno));
+	else if (version != KVM_API_VERSION)
+		ret = vm_error_set(err, ENOTSUP, "/dev/kvm speaks KVM API %d; the VMM needs %d", version,
+				   KVM_API_VERSION);
+	for (size_t i = 0; !ret && i < sizeof(required_caps) / sizeof(required_caps[0]); i++) {
+		if (kvm_ioctl(fd, KVM_CHECK_EXTENSION, required_caps[i].cap) <= 0)
+			ret = vm_error_set(err, ENOTSUP, "KVM lacks the capability KVM_CAP_%s", required_caps[i].name);
+	}
+	if (ret)
+		close(fd);
+	else
+		kvm_fd = fd;
+out:
+	fd = kvm_fd;
+	pthread_mutex_unlock(&kvm_fd_lock);
+	return ret < 0 ? ret : fd;
 }
 
-static int kvm_platform_setup(struct vm *vm, struct vm_error *err)
+int vm_platform_setup(int vm_fd, struct vm_error *err)
 {
 	uint64_t identity = KVM_IDENTITY_MAP_ADDR;
 	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
 
-	if (kvm_ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, KVM_TSS_ADDR) < 0)
+	if (kvm_ioctl(vm_fd, KVM_SET_TSS_ADDR, KVM_TSS_ADDR) < 0)
 		return vm_error_set(err, errno, "KVM_SET_TSS_ADDR: %s", strerror(errno));
-	if (kvm_ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0)
+	if (kvm_ioctl(vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0)
 		return vm_error_set(err, errno, "KVM_SET_IDENTITY_MAP_ADDR: %s", strerror(errno));
-	if (kvm_ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0)
+	if (kvm_ioctl(vm_fd, KVM_CREATE_IRQCHIP, 0) < 0)
 		return vm_error_set(err, errno, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
-	if (kvm_ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
+	if (kvm_ioctl(vm_fd, KVM_CREATE_PIT2, &pit) < 0)
 		return vm_error_set(err, errno, "KVM_CREATE_PIT2: %s", strerror(errno));
 	return 0;
+}
+
+/* A prepared VM when one is ready (vm_pool.c), else a new one with its platform set up. */
+static int kvm_open(struct vm *vm, int *prepared, struct vm_error *err)
+{
+	vm->kvm_fd = vm_kvm_fd(err);
+	if (vm->kvm_fd < 0)
+		return vm->kvm_fd;
+	vm->vm_fd = vm_pool_take();
+	*prepared = vm->vm_fd >= 0;
+	if (*prepared)
+		return 0;
+	vm->vm_fd = kvm_ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+	if (vm->vm_fd < 0)
+		return vm_error_set(err, errno, "KVM_CREATE_VM: %s", strerror(errno));
+	return vm_platform_setup(vm->vm_fd, err);
 }
 
 int vm_memory_register(struct vm *vm, int log_dirty, struct vm_error *err)
@@ -289,13 +319,10 @@ struct vm *vm_alloc(int nr_cpus, uint64_t console_limit, const struct vm_callbac
 
 int vm_build(struct vm *vm, uint64_t mem_size, struct mem_layer *layer, struct vm_error *err)
 {
-	int boot = layer == NULL;
-	int ret = kvm_open(vm, err);
+	int boot = layer == NULL, prepared = 0;
+	int ret = kvm_open(vm, &prepared, err);
 
-	trace_step("KVM VM (open, KVM_CREATE_VM)");
-	if (!ret)
-		ret = kvm_platform_setup(vm, err);
-	trace_step("irqchip, PIT, TSS");
+	trace_step(prepared ? "KVM VM (a prepared one)" : "KVM VM (KVM_CREATE_VM, irqchip, PIT)");
 	if (!ret)
 		ret = boot ? guest_mem_init(&vm->mem, mem_size, err) : guest_mem_init_layer(&vm->mem, layer, err);
 	trace_step(boot ? "guest RAM (memfd)" : "guest RAM (map layers)");
@@ -579,9 +606,7 @@ void vm_destroy(struct vm *vm)
 		vcpu_destroy(&vm->cpus[i]);
 	guest_mem_exit(&vm->mem);
 	if (vm->vm_fd >= 0)
-		close(vm->vm_fd);
-	if (vm->kvm_fd >= 0)
-		close(vm->kvm_fd);
+		close(vm->vm_fd);	/* vm->kvm_fd is the process's (vm_kvm_fd) */
 	console_exit(&vm->console);
 	free(vm->devcfg.disk);
 	for (int i = 0; i < VM_MAX_VOLUMES; i++)

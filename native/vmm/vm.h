@@ -203,6 +203,25 @@ struct vm_trace_times {
 void vm_trace_keep(struct vm *vm, const struct vm_trace *trace);
 void vm_trace_get(struct vm *vm, struct vm_trace *out, struct vm_trace_times *times);
 
+/*
+ * Prepared VMs (docs/snapshots.md, "Prepared VMs"): empty KVM VMs made ahead by a background thread, as many as
+ * the largest batch asked for in the last 30 s (a fork(n): n; a create or restore: 1), at most `max` (SMOL_VM_POOL,
+ * default 64; 0: none). A
+ * create, restore or fork child takes one when one is ready; no VM is ever used twice.
+ */
+#define VM_POOL_LIMIT 1024
+struct vm_pool_stats {
+	unsigned max, target, ready;
+	unsigned long long taken, missed, made, closed, failed;
+	int thread;	/* its thread is running */
+};
+int vm_pool_set_max(unsigned max, struct vm_error *err);
+/* A batch of n VMs is about to be asked for (fork(n) says so first): the pool keeps that many ready from now on. */
+void vm_pool_want(unsigned n);
+void vm_pool_get_stats(struct vm_pool_stats *out);
+/* Stops the thread and closes every prepared VM (the module's unload calls it); a later demand starts it again. */
+void vm_pool_drain(void);
+
 enum vm_state vm_get_state(struct vm *vm);
 void vm_get_exit(struct vm *vm, struct vm_exit *out);
 const char *vm_state_name(enum vm_state state);

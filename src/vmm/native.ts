@@ -224,9 +224,28 @@ export interface NativeVm {
   readonly state: VmState;
 }
 
+/** The prepared VMs of this process (docs/snapshots.md, "Prepared VMs"). */
+export interface VmPoolStats {
+  /** At most this many are kept (SMOL_VM_POOL, default 64; 0: none). */
+  max: number;
+  /** How many recent demand wants ready: the largest batch of the last 30 s, at most max. */
+  target: number;
+  ready: number;
+  /** Creates, restores and fork children that took a prepared VM, and those that found none. */
+  taken: number;
+  missed: number;
+  made: number;
+  closed: number;
+  failed: number;
+  /** Its thread is running. */
+  thread: boolean;
+}
+
 export interface NativeBinding {
   /** Never throws. */
   kvmProbe(): KvmProbe;
+  /** The prepared VMs: `max` sets how many at most (0 closes them all), `drain` closes them and stops the thread. */
+  vmPool(options?: { max?: number; drain?: boolean }): VmPoolStats;
   createVm(
     config: NativeVmConfig,
     onConsole: (chunk: Buffer) => void,

@@ -1,9 +1,11 @@
 // Tier 2: VMs give back everything they took.
 import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { loadNative } from '../../src/vmm/native.js';
 import { startGuest } from './guests.js';
 
 const openFds = () => readdirSync('/proc/self/fd').length;
+const drainPreparedVms = () => loadNative().vmPool({ drain: true });
 const threads = () => readdirSync('/proc/self/task').length;
 
 describe('resources', () => {
@@ -23,9 +25,12 @@ describe('resources', () => {
         await guest.vm.exited;
       };
       await cycle(); // warm up: libuv's thread pool starts on first use
+      // Prepared VMs (docs/snapshots.md) are the process's, not a VM's: closed before each count.
+      drainPreparedVms();
       const fdsBefore = openFds();
       const threadsBefore = threads();
       for (let i = 0; i < cycles; i++) await cycle();
+      drainPreparedVms();
       expect(openFds()).toBe(fdsBefore);
       expect(threads()).toBe(threadsBefore);
     },
@@ -39,19 +44,23 @@ describe('resources', () => {
       await guest.vm.kill();
     };
     await cycle();
+    drainPreparedVms();
     const fdsBefore = openFds();
     const threadsBefore = threads();
     for (let i = 0; i < 10; i++) await cycle();
+    drainPreparedVms();
     expect(openFds()).toBe(fdsBefore);
     expect(threads()).toBe(threadsBefore);
   });
 
   it('leaves nothing behind when guests end by themselves', async () => {
+    drainPreparedVms();
     const fdsBefore = openFds();
     for (let i = 0; i < (inLab ? 10 : 20); i++) {
       const guest = await startGuest('hello');
       await guest.vm.exited;
     }
+    drainPreparedVms();
     expect(openFds()).toBe(fdsBefore);
   });
 });
