@@ -116,6 +116,8 @@ static Napi::Value VmPool(const Napi::CallbackInfo& info) {
   out.Set("made", static_cast<double>(st.made));
   out.Set("closed", static_cast<double>(st.closed));
   out.Set("failed", static_cast<double>(st.failed));
+  out.Set("reaped", static_cast<double>(st.reaped));
+  out.Set("reaping", st.reaping);
   out.Set("thread", st.thread != 0);
   return out;
 }

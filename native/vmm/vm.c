@@ -606,7 +606,7 @@ void vm_destroy(struct vm *vm)
 		vcpu_destroy(&vm->cpus[i]);
 	guest_mem_exit(&vm->mem);
 	if (vm->vm_fd >= 0)
-		close(vm->vm_fd);	/* vm->kvm_fd is the process's (vm_kvm_fd) */
+		vm_pool_release(vm->vm_fd);	/* its slow last close, off this thread; vm->kvm_fd is the process's */
 	console_exit(&vm->console);
 	free(vm->devcfg.disk);
 	for (int i = 0; i < VM_MAX_VOLUMES; i++)

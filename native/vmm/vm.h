@@ -213,13 +213,18 @@ void vm_trace_get(struct vm *vm, struct vm_trace *out, struct vm_trace_times *ti
 struct vm_pool_stats {
 	unsigned max, target, ready;
 	unsigned long long taken, missed, made, closed, failed;
+	unsigned long long reaped;	/* destroyed VMs' fds its thread closed */
+	unsigned reaping;		/* and those it has still to close */
 	int thread;	/* its thread is running */
 };
 int vm_pool_set_max(unsigned max, struct vm_error *err);
 /* A batch of n VMs is about to be asked for (fork(n) says so first): the pool keeps that many ready from now on. */
 void vm_pool_want(unsigned n);
 void vm_pool_get_stats(struct vm_pool_stats *out);
-/* Stops the thread and closes every prepared VM (the module's unload calls it); a later demand starts it again. */
+/*
+ * Stops the thread and closes every prepared VM, and the destroyed VMs' fds it had still to close (the module's
+ * unload calls it); a later demand starts it again.
+ */
 void vm_pool_drain(void);
 
 enum vm_state vm_get_state(struct vm *vm);

@@ -11,8 +11,11 @@
  * one. A background thread (smol-vm-pool) tops the pool up with up to 8 helper threads at once (the kernel's wait
  * overlaps, so 8 take about as long as one): at once while a batch needs more than are ready (its VMs and the
  * batch's own inline ones go together), else once takes have stopped for 10 ms (making VMs while a batch is taken
- * would compete with it for the CPU). It closes the VMs demand no longer needs. vm_pool_drain, called when the
- * module unloads, stops it and closes every prepared VM.
+ * would compete with it for the CPU). It closes the VMs demand no longer needs, and the VMs that are destroyed
+ * (vm_pool_release): a KVM VM's last close takes 15 to 30 ms in the kernel (its PIT's thread is stopped, its MMU
+ * torn down), which would otherwise block whoever destroys it, the JavaScript thread included. vm_pool_drain,
+ * called when the module unloads, stops the thread and closes every prepared VM and every destroyed one not closed
+ * yet.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -47,6 +50,10 @@ static struct {
 	unsigned bucket_count[POOL_WINDOW_S];
 	double last_take_ms;
 	unsigned outstanding;	/* VMs the announced batch has not taken yet */
+	/* fds of destroyed VMs that the thread closes (vm_pool_release) */
+	int *reap;
+	unsigned nr_reap, reap_cap;
+	unsigned long long reaped;
 } pool = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static long long now_s(void)
@@ -108,6 +115,7 @@ static void note_demand_locked(unsigned batch)
  * inherits the process's seccomp filter in a jailed vmhost). Under pool.lock.
  */
 static void *pool_thread(void *arg);
+static void close_all(int *fds, unsigned n);
 
 static void start_locked(void)
 {
@@ -196,6 +204,19 @@ static void *pool_thread(void *arg)
 		unsigned target = target_locked();
 		double quiet = trace_now_ms() - pool.last_take_ms;
 
+		if (pool.nr_reap) {
+			int *fds = pool.reap;
+			unsigned n = pool.nr_reap;
+
+			pool.reap = NULL;
+			pool.nr_reap = pool.reap_cap = 0;
+			pthread_mutex_unlock(&pool.lock);
+			close_all(fds, n);
+			free(fds);
+			pthread_mutex_lock(&pool.lock);
+			pool.reaped += n;
+			continue;
+		}
 		if (pool.ready < target && quiet < POOL_QUIET_MS && pool.outstanding <= pool.ready) {
 			/* A batch is being taken and has enough: making VMs now would take the CPU from it. */
 			wait_ms(POOL_QUIET_MS - quiet);
@@ -266,6 +287,28 @@ int vm_pool_take(void)
 	return fd;
 }
 
+void vm_pool_release(int vm_fd)
+{
+	pthread_mutex_lock(&pool.lock);
+	if (pool.thread_started && !pool.stop && pool.nr_reap == pool.reap_cap) {
+		unsigned cap = pool.reap_cap ? 2 * pool.reap_cap : 64;
+		int *grown = realloc(pool.reap, cap * sizeof(int));
+
+		if (grown) {
+			pool.reap = grown;
+			pool.reap_cap = cap;
+		}
+	}
+	if (pool.thread_started && !pool.stop && pool.nr_reap < pool.reap_cap) {
+		pool.reap[pool.nr_reap++] = vm_fd;
+		pthread_cond_broadcast(&pool.cond);
+		vm_fd = -1;
+	}
+	pthread_mutex_unlock(&pool.lock);
+	if (vm_fd >= 0)
+		close(vm_fd);	/* no thread to hand it to (the pool is off or stopping), or no memory: here */
+}
+
 void vm_pool_want(unsigned n)
 {
 	pthread_mutex_lock(&pool.lock);
@@ -302,6 +345,8 @@ void vm_pool_get_stats(struct vm_pool_stats *out)
 	out->made = pool.made;
 	out->closed = pool.closed;
 	out->failed = pool.failed;
+	out->reaped = pool.reaped;
+	out->reaping = pool.nr_reap;
 	out->thread = pool.thread_started;
 	pthread_mutex_unlock(&pool.lock);
 }
@@ -348,8 +393,8 @@ static void close_all(int *fds, unsigned n)
 
 void vm_pool_drain(void)
 {
-	int started, fds[VM_POOL_LIMIT];
-	unsigned n;
+	int started, fds[VM_POOL_LIMIT], *reap;
+	unsigned n, nr_reap;
 
 	pthread_mutex_lock(&pool.lock);
 	pool.stop = 1;
@@ -363,8 +408,16 @@ void vm_pool_drain(void)
 	memcpy(fds, pool.vm_fds, n * sizeof(int));
 	pool.ready = 0;
 	pool.closed += n;
+	reap = pool.reap;
+	nr_reap = pool.nr_reap;
+	pool.reap = NULL;
+	pool.nr_reap = pool.reap_cap = 0;
+	pool.reaped += nr_reap;
 	pthread_mutex_unlock(&pool.lock);
 	close_all(fds, n);
+	if (reap)
+		close_all(reap, nr_reap);
+	free(reap);
 	pthread_mutex_lock(&pool.lock);
 	/* A later take may start it again (a test that drains and goes on). */
 	pool.thread_started = 0;

@@ -10,5 +10,10 @@
 
 /* A prepared VM's fd (its platform set up, no memory, no vCPU), or -1 when none is ready. Counts as demand. */
 int vm_pool_take(void);
+/*
+ * The fd of a destroyed VM (its vCPUs, memory and devices gone): closed by the pool's thread, since its last close
+ * is slow; here when there is no thread (the pool off or stopping).
+ */
+void vm_pool_release(int vm_fd);
 
 #endif

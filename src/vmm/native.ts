@@ -237,6 +237,9 @@ export interface VmPoolStats {
   made: number;
   closed: number;
   failed: number;
+  /** Destroyed VMs whose (slow) last close its thread did, and those it has still to do. */
+  reaped: number;
+  reaping: number;
   /** Its thread is running. */
   thread: boolean;
 }
