@@ -2,10 +2,12 @@
 notebook or a training loop, with a blocking client (``connect``) and an asyncio one (``connect_async``) that share
 one protocol implementation. docs/python-sdk.md says how."""
 
+from ._copy import CopyResult
 from ._errors import (
     ApiError,
     BadRequest,
     Conflict,
+    CopyFailed,
     EngineUnavailable,
     Forbidden,
     NotFound,
@@ -89,6 +91,8 @@ __all__ = [
     "EngineUnavailable",
     "WaitTimeout",
     "StreamClosed",
+    "CopyFailed",
+    "CopyResult",
     "ProtocolError",
     "Episode",
     "Smolfile",

@@ -52,6 +52,11 @@ class WaitTimeout(SmolError, TimeoutError):
     """``wait_for_output`` (or another wait) gave up; the message says what was seen last."""
 
 
+class CopyFailed(SmolError):
+    """``copy_in``/``copy_out``: the guest's tar failed (its message), or what it sent had an entry outside what was
+    asked for, a ``..`` in a name, or a way out of the destination."""
+
+
 class StreamClosed(SmolError):
     """A console, exec or event stream ended before what was waited for."""
 

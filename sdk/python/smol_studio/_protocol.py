@@ -369,6 +369,7 @@ def exec_request(
     workdir: Optional[str],
     timeout: Optional[float],
     stdin: bool,
+    user: Optional[str] = None,
 ) -> Dict[str, Any]:
     """The exec stream's first message (an ExecRequest); bad arguments raise ``ValueError`` naming the argument."""
     if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, str) for a in argv):
@@ -381,6 +382,10 @@ def exec_request(
         request["env"] = dict(env)
     if workdir is not None:
         request["cwd"] = workdir
+    if user is not None:
+        if not isinstance(user, str) or not re.fullmatch(r"[^:\0]+(:[^:\0]+)?", user) or len(user) > 256:
+            raise ValueError(f"user: expected a name, uid, name:group or uid:gid, got {user!r}")
+        request["user"] = user
     if timeout is not None:
         if timeout <= 0:
             raise ValueError(f"timeout: expected seconds > 0, got {timeout!r}")

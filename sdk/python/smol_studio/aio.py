@@ -9,6 +9,7 @@ import collections
 import contextlib
 import json
 import os
+import posixpath
 import ssl
 import time
 from typing import (
@@ -30,9 +31,11 @@ from typing import (
 )
 
 from . import _calls as calls
+from . import _copy as copying
 from ._calls import Call
 from ._engine import EngineLauncher, no_engine, smol_home, socket_path
-from ._errors import EngineUnavailable, NotFound, SmolError, StreamClosed, WaitTimeout
+from ._copy import CopyResult
+from ._errors import BadRequest, EngineUnavailable, NotFound, SmolError, StreamClosed, WaitTimeout
 from ._protocol import (
     EVENTS_PATH,
     ConsoleClosed,
@@ -621,10 +624,11 @@ class AsyncSmol:
         *,
         env: Optional[Dict[str, str]] = None,
         workdir: Optional[str] = None,
+        user: Optional[str] = None,
         timeout: Optional[float] = None,
         stdin: bool = False,
     ) -> AsyncExecStream:
-        request = exec_request(argv, env, workdir, timeout, stdin)
+        request = exec_request(argv, env, workdir, timeout, stdin, user)
         session = ExecSession(ref_of(vm, "vm"))
         ws = await self.transport.websocket(session.path())
         await ws.send_json(request)
@@ -638,12 +642,15 @@ class AsyncSmol:
         stdin: AsyncStdin = None,
         env: Optional[Dict[str, str]] = None,
         workdir: Optional[str] = None,
+        user: Optional[str] = None,
         timeout: Optional[float] = None,
         on_stdout: Optional[Callable[[bytes], None]] = None,
         on_stderr: Optional[Callable[[bytes], None]] = None,
     ) -> ExecResult:
         """As ``Smol.exec``; ``stdin`` may also be an async iterable of bytes."""
-        stream = await self.exec_stream(vm, argv, env=env, workdir=workdir, timeout=timeout, stdin=stdin is not None)
+        stream = await self.exec_stream(
+            vm, argv, env=env, workdir=workdir, user=user, timeout=timeout, stdin=stdin is not None
+        )
         out: List[bytes] = []
         err: List[bytes] = []
         pump: Optional[asyncio.Task] = None
@@ -689,6 +696,81 @@ class AsyncSmol:
     ) -> int:
         return await self._call(calls.write_file(vm, path, data, mode))  # type: ignore[arg-type]
 
+    async def _copy_tools(self, vm: str) -> "tuple[list[str], str]":
+        for busybox in copying.BUSYBOXES:
+            try:
+                if (await self.exec(vm, [busybox, "true"], user=copying.AS_ROOT)).exit_code == 0:
+                    return copying.tools(busybox)
+            except BadRequest:
+                pass  # not there: the next
+        return copying.tools(None)
+
+    async def copy_in(self, vm: Ref, source: "Union[str, os.PathLike[str]]", target: str) -> CopyResult:
+        """As ``Smol.copy_in``; the tar is made in a thread and read off the loop."""
+        vm_ref = ref_of(vm, "vm")
+        copying.check_guest_path(vm_ref, target)
+        source = os.fspath(source)
+        packer = copying.TarPacker(source)
+        sh, tar = await self._copy_tools(vm_ref)
+        into = (await self.exec(vm_ref, [*sh, "-c", copying.IS_DIRECTORY, "sh", target], user=copying.AS_ROOT)).ok
+        directory, name = copying.into_guest(source, target, into)
+        chunks = packer.chunks(name)
+
+        async def stream() -> AsyncIterator[bytes]:
+            loop = asyncio.get_running_loop()
+            end = object()
+            while True:
+                chunk = await loop.run_in_executor(None, next, chunks, end)
+                if chunk is end:
+                    return
+                yield chunk  # type: ignore[misc]
+
+        try:
+            result = await self.exec(
+                vm_ref, [*sh, "-c", copying.extract_script(tar), "sh", directory], stdin=stream(), user=copying.AS_ROOT
+            )
+        finally:
+            copying.close_quietly(chunks)
+        if result.exit_code != 0:
+            what = f"copying {source} to {vm_ref}:{target}"
+            raise copying.failure(what, result.exit_code, result.signal, result.stderr)
+        return CopyResult(packer.entries, packer.bytes)
+
+    async def copy_out(self, vm: Ref, source: str, target: "Union[str, os.PathLike[str]]") -> CopyResult:
+        """As ``Smol.copy_out``; the tar is unpacked in a thread, fed off the loop."""
+        vm_ref = ref_of(vm, "vm")
+        copying.check_guest_path(vm_ref, source)
+        target = os.fspath(target)
+        sh, tar = await self._copy_tools(vm_ref)
+        directory, name = copying.out_of_guest(source, target)
+        what = f"{vm_ref}:{source}"
+        top = source.rstrip("/")
+        unpacker = copying.TarUnpacker(directory, posixpath.basename(top), name, what)
+        loop = asyncio.get_running_loop()
+        stderr: List[bytes] = []
+        ok = False
+        try:
+            stream = await self.exec_stream(
+                vm_ref,
+                [*sh, "-c", copying.create_script(tar), "sh", posixpath.dirname(top) or "/", posixpath.basename(top)],
+                user=copying.AS_ROOT,
+            )
+            async with stream:
+                async for fd, chunk in stream:
+                    if fd == 2:
+                        stderr.append(chunk)
+                    else:
+                        await loop.run_in_executor(None, unpacker.feed, chunk)
+            assert stream.result is not None
+            r = stream.result
+            ok = r.exit_code == 0
+            if not ok:
+                raise copying.failure(f"copying {what} to {target}", r.exit_code, r.signal, b"".join(stderr))
+        finally:
+            if not ok:
+                await loop.run_in_executor(None, unpacker.finish, False)
+        return await loop.run_in_executor(None, unpacker.finish)
+
     # -- events --
 
     async def events(self) -> AsyncEventStream:
@@ -705,10 +787,11 @@ class AsyncSmol:
         stdin: AsyncStdin = None,
         env: Optional[Dict[str, str]] = None,
         workdir: Optional[str] = None,
+        user: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> ExecResult:
         async with self.episode_scope(smolfile) as started:
-            return await self.exec(started.vm, argv, stdin=stdin, env=env, workdir=workdir, timeout=timeout)
+            return await self.exec(started.vm, argv, stdin=stdin, env=env, workdir=workdir, user=user, timeout=timeout)
 
     @contextlib.asynccontextmanager
     async def episode_scope(

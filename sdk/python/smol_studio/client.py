@@ -8,6 +8,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import posixpath
 import socket
 import ssl
 import threading
@@ -28,9 +29,11 @@ from typing import (
 )
 
 from . import _calls as calls
+from . import _copy as copying
 from ._calls import Call
 from ._engine import EngineLauncher, no_engine, smol_home, socket_path
-from ._errors import EngineUnavailable, NotFound, SmolError, StreamClosed, WaitTimeout
+from ._copy import CopyResult
+from ._errors import BadRequest, EngineUnavailable, NotFound, SmolError, StreamClosed, WaitTimeout
 from ._protocol import (
     EVENTS_PATH,
     ConsoleClosed,
@@ -659,11 +662,12 @@ class Smol:
         *,
         env: Optional[Dict[str, str]] = None,
         workdir: Optional[str] = None,
+        user: Optional[str] = None,
         timeout: Optional[float] = None,
         stdin: bool = False,
     ) -> ExecStream:
         """Starts a command (no shell) and gives its stream: output as it comes, stdin, signals, its exit."""
-        return ExecStream(self.transport, ref_of(vm, "vm"), exec_request(argv, env, workdir, timeout, stdin))
+        return ExecStream(self.transport, ref_of(vm, "vm"), exec_request(argv, env, workdir, timeout, stdin, user))
 
     def exec(
         self,
@@ -673,6 +677,7 @@ class Smol:
         stdin: StdinSource = None,
         env: Optional[Dict[str, str]] = None,
         workdir: Optional[str] = None,
+        user: Optional[str] = None,
         timeout: Optional[float] = None,
         on_stdout: Optional[Callable[[bytes], None]] = None,
         on_stderr: Optional[Callable[[bytes], None]] = None,
@@ -680,8 +685,13 @@ class Smol:
         """Runs a command in the guest (no shell: ``['sh', '-c', '...']`` for one) and returns how it ended with what
         it wrote. ``on_stdout``/``on_stderr`` get the output as it comes instead. ``stdin``: bytes, str, or an
         iterable of bytes (a file opened ``'rb'``) streamed as it is read. ``timeout``: the agent kills it after
-        that many seconds (``timed_out``, status 124). A program that cannot start raises ``BadRequest``."""
-        stream = self.exec_stream(vm, argv, env=env, workdir=workdir, timeout=timeout, stdin=stdin is not None)
+        that many seconds (``timed_out``, status 124). ``env``, ``workdir`` and ``user`` (name, uid, name:group or
+        uid:gid; ``"0"`` is root) default to the episode's (its image's Env, WorkingDir and User under the
+        Smolfile's); ``env`` adds to its env per name. A program that cannot start, or a user the guest's
+        /etc/passwd lacks, raises ``BadRequest``."""
+        stream = self.exec_stream(
+            vm, argv, env=env, workdir=workdir, user=user, timeout=timeout, stdin=stdin is not None
+        )
         out: List[bytes] = []
         err: List[bytes] = []
         pump_error: List[BaseException] = []
@@ -731,6 +741,65 @@ class Smol:
         bytes, str (UTF-8) or an iterable of bytes streamed as it comes. Returns the bytes written."""
         return self._call(calls.write_file(vm, path, data, mode))
 
+    def _copy_tools(self, vm: str) -> "tuple[list[str], str]":
+        for busybox in copying.BUSYBOXES:
+            try:
+                if self.exec(vm, [busybox, "true"], user=copying.AS_ROOT).exit_code == 0:
+                    return copying.tools(busybox)
+            except BadRequest:
+                pass  # not there: the next
+        return copying.tools(None)
+
+    def copy_in(self, vm: Ref, source: "Union[str, os.PathLike[str]]", target: str) -> CopyResult:
+        """``smol cp SOURCE VM:TARGET``: a host file or directory into the guest, as ``docker cp``: into an existing
+        directory ``target`` as ``target/<name>``, else as ``target`` (its directory made). Owners (numeric), modes,
+        times and links are kept; it runs as root in the guest. Streams a tar through the agent's exec."""
+        vm_ref = ref_of(vm, "vm")
+        copying.check_guest_path(vm_ref, target)
+        source = os.fspath(source)
+        packer = copying.TarPacker(source)
+        sh, tar = self._copy_tools(vm_ref)
+        into = self.exec(vm_ref, [*sh, "-c", copying.IS_DIRECTORY, "sh", target], user=copying.AS_ROOT).ok
+        directory, name = copying.into_guest(source, target, into)
+        chunks = packer.chunks(name)
+        try:
+            result = self.exec(
+                vm_ref, [*sh, "-c", copying.extract_script(tar), "sh", directory], stdin=chunks, user=copying.AS_ROOT
+            )
+        finally:
+            copying.close_quietly(chunks)
+        if result.exit_code != 0:
+            what = f"copying {source} to {vm_ref}:{target}"
+            raise copying.failure(what, result.exit_code, result.signal, result.stderr)
+        return CopyResult(packer.entries, packer.bytes)
+
+    def copy_out(self, vm: Ref, source: str, target: "Union[str, os.PathLike[str]]") -> CopyResult:
+        """``smol cp VM:SOURCE TARGET``: a guest file or directory here, as ``docker cp``: into an existing directory
+        ``target`` as ``target/<name>``, else as ``target``. Nothing is written outside ``target``'s directory,
+        whatever the guest sends (``CopyFailed`` says what it tried); owners are kept when this runs as root."""
+        vm_ref = ref_of(vm, "vm")
+        copying.check_guest_path(vm_ref, source)
+        target = os.fspath(target)
+        sh, tar = self._copy_tools(vm_ref)
+        directory, name = copying.out_of_guest(source, target)
+        what = f"{vm_ref}:{source}"
+        unpacker = copying.TarUnpacker(directory, posixpath.basename(source.rstrip("/")), name, what)
+        try:
+            result = self.exec(
+                vm_ref,
+                [*sh, "-c", copying.create_script(tar), "sh", posixpath.dirname(source.rstrip("/")) or "/",
+                 posixpath.basename(source.rstrip("/"))],
+                user=copying.AS_ROOT,
+                on_stdout=unpacker.feed,
+            )
+        except BaseException:
+            unpacker.finish(ok=False)
+            raise
+        if result.exit_code != 0:
+            unpacker.finish(ok=False)
+            raise copying.failure(f"copying {what} to {target}", result.exit_code, result.signal, result.stderr)
+        return unpacker.finish()
+
     # -- events --
 
     def events(self) -> EventStream:
@@ -747,11 +816,12 @@ class Smol:
         stdin: StdinSource = None,
         env: Optional[Dict[str, str]] = None,
         workdir: Optional[str] = None,
+        user: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> ExecResult:
         """``smol run``: a fresh episode, the command in it, the episode deleted; how the command ended."""
         with self.episode_scope(smolfile) as started:
-            return self.exec(started.vm, argv, stdin=stdin, env=env, workdir=workdir, timeout=timeout)
+            return self.exec(started.vm, argv, stdin=stdin, env=env, workdir=workdir, user=user, timeout=timeout)
 
     @contextlib.contextmanager
     def episode_scope(self, smolfile: "Union[str, os.PathLike[str]]", name: Optional[str] = None) -> Iterator[Up]:
