@@ -43,7 +43,14 @@ import { METRICS_INTERVAL_MS } from './metrics.js';
 import { EpisodeRecord, LIVE_STATES, freshName, type VmRecord } from './episode-registry.js';
 import { checkStore, untrusted } from './store-check.js';
 import { admit, firstGuess, processUsage } from './fork-admission.js';
-import { packSnapshot, placeMachineFiles, removeImportLeftovers, removeTemp, unpackMachine } from './machines.js';
+import {
+  packSnapshot,
+  placeMachineDisks,
+  placeMachineFiles,
+  removeImportLeftovers,
+  removeTemp,
+  unpackMachine,
+} from './machines.js';
 import type { OpenMachineRequest, PackMachineRequest, PackMachineResponse } from '../api/machine-schema.js';
 import { SnapshotStore, newId } from './snapshot-store.js';
 
@@ -306,8 +313,11 @@ export class Engine extends EngineCore implements EngineApi {
     const top = m.snapshots[m.snapshots.length - 1]!.manifest;
     const id = newId('ep');
     let smolfilePath: string;
+    let placedDisks: string[] = [];
     try {
       smolfilePath = await placeMachineFiles(this.options.home, unpacked, id);
+      // Images and layers before the snapshots that need them: a published snapshot's chain is always whole.
+      placedDisks = await placeMachineDisks(unpacked);
       // The chain below the packed snapshot is kept (deleted: not in the timeline) for its memory layers.
       await this.store.importSnapshots(
         unpacked.snapshots.map(({ manifest, dir }) => {
@@ -334,6 +344,7 @@ export class Engine extends EngineCore implements EngineApi {
         if (this.store.get(manifest.id)?.episode === id) await this.store.delete(manifest.id);
       }
       await this.store.gc(this.liveLayerHeads());
+      for (const file of placedDisks) await rm(file, { force: true });
       await rm(path.join(this.options.home, 'machines', id), { recursive: true, force: true });
       throw error;
     } finally {
@@ -450,28 +461,36 @@ export class Engine extends EngineCore implements EngineApi {
   async #forkWave(vm: VmRecord, pointId: string, wave: VmRecord[]): Promise<void> {
     const episode = this.episodeOf(vm);
     const parent = this.live(vm);
-    const top = parent.diskTop;
-    const instances = wave.map((child) => this.attach(child, top ? this.store.newDiskLayer() : undefined));
-    const next = top ? this.store.newDiskLayer() : undefined;
-    const record = (layer: string) =>
+    // Every writable disk (the root disk, writable volumes: docs/disks.md, "Volumes") switches together.
+    const tops = parent.diskTops;
+    const devices = tops.map(([device]) => device);
+    const instances = wave.map((child) => {
+      const live = this.attach(child, devices);
+      live.volumeImages = [...parent.volumeImages];
+      return live;
+    });
+    const next = tops.map(([device]) => [device, this.store.newDiskLayer()] as const);
+    const record = (layers: string[]) =>
       this.store
-        .addDiskLayers(pointId, [layer])
+        .addDiskLayers(pointId, layers)
         // A failure here is the store's, not the fork's: the children run, and the first snapshot on it takes it.
-        .catch((e: Error) => this.options.log(`engine: the fork point keeps no record of ${layer}: ${e.message}`));
+        .catch((e: Error) => this.options.log(`engine: the fork point keeps no record of ${layers}: ${e.message}`));
     try {
       await this.host(episode).call('fork', {
         vm: parent.name,
-        resources: next ? { 'virtio-blk': { path: next } } : {},
+        resources: Object.fromEntries(next.map(([device, file]) => [device, { path: file }])),
         children: instances.map(({ name, resources }) => ({ vm: name, resources })),
       });
     } catch (error) {
-      if (top && next && (await this.settleFailedDiskSwitch(parent, top, next))) await record(top);
+      const frozen: string[] = [];
+      for (const [i, [device, top]] of tops.entries()) {
+        if (await this.settleFailedDiskSwitch(parent, top, next[i]![1], device)) frozen.push(top);
+      }
+      if (frozen.length > 0) await record(frozen);
       throw error;
     }
-    if (top && next) {
-      parent.writes(next);
-      await record(top);
-    }
+    for (const [device, file] of next) parent.writes(file, device);
+    if (tops.length > 0) await record(tops.map(([, top]) => top));
     wave.forEach((child, i) => this.watchAgent(child, instances[i]!, { remint: true }));
     for (const child of wave) await this.setState(episode, child, 'running');
   }

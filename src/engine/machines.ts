@@ -10,7 +10,15 @@ import { ApiFailure } from '../api/engine-api.js';
 import { parseSmolfile } from '../smolfile/smolfile.js';
 import { readManifest, type Manifest } from './snapshot-manifest.js';
 import type { SnapshotStore } from './snapshot-store.js';
-import { missingCpuFlags, parseCpuinfo, type MachineManifest } from './smolmachine-format.js';
+import {
+  MACHINE_FORMAT,
+  missingCpuFlags,
+  parseCpuinfo,
+  type MachineManifest,
+  type PackedDisk,
+} from './smolmachine-format.js';
+import { relocateLayer, relocateState, stateDisks, type StateDisk } from './disk-relocation.js';
+import { IMAGES_DIR, LAYER_NAME, newLayerName, readLayerHeader, type LayerHeader } from './disk-layers.js';
 import { createMachine, openMachine, type Progress } from './smolmachine-file.js';
 
 export interface PackInput {
@@ -32,13 +40,6 @@ async function chainOf(store: SnapshotStore, id: string): Promise<Array<{ manife
     const dir = store.dirFor(next);
     const read = await readManifest(dir, next);
     if ('problem' in read) throw new ApiFailure(409, `cannot pack ${id}: snapshot ${next}: ${read.problem}`);
-    if (read.manifest.diskLayers?.length) {
-      throw new ApiFailure(
-        409,
-        `cannot pack ${id}: its VM has a disk (snapshot ${next} owns disk layers), and .smolmachine format 1 ` +
-          `holds VMs without one (a bare kernel's); docs/smolmachine.md, "Not yet"`,
-      );
-    }
     chain.unshift({ manifest: read.manifest, dir });
     next = read.manifest.layerParent;
     if (chain.length > 64) throw new ApiFailure(409, `cannot pack ${id}: its memory chain is deeper than 64`);
@@ -50,9 +51,56 @@ export function hostCpu(): { vendor: string; model: string; flags: string[] } {
   return parseCpuinfo(readFileSync('/proc/cpuinfo', 'utf8'));
 }
 
+/**
+ * Every file the chain's disks restore from: for each disk each state names, its frozen layer and the layers below
+ * it (their headers name them), down to the raw image at the bottom. Layers live in the store's disks directory;
+ * whatever is not a layer there is the image.
+ */
+async function diskFilesOf(store: SnapshotStore, chain: Array<{ dir: string }>): Promise<DiskFile[]> {
+  const files = new Map<string, DiskFile>();
+  const names = new Set<string>();
+  const unique = (name: string) => {
+    let candidate = name;
+    for (let n = 2; names.has(candidate); n++) candidate = `${n}-${name}`;
+    names.add(candidate);
+    return candidate;
+  };
+  for (const { dir } of chain) {
+    const statePath = path.join(dir, 'state');
+    for (const disk of stateDisks(await readFile(statePath), statePath)) {
+      for (let at: string | null = disk.path; at && !files.has(at);) {
+        const isLayer: boolean = path.dirname(at) === store.disksDir && LAYER_NAME.test(path.basename(at));
+        const header: LayerHeader | null = isLayer ? await readLayerHeader(at) : null;
+        if (isLayer && !header) throw new ApiFailure(409, `cannot pack: disk layer ${at} is missing or damaged`);
+        if (!isLayer && !(await stat(at).catch(() => null))) {
+          throw new ApiFailure(409, `cannot pack: disk image ${at} is missing`);
+        }
+        const below: string | null = header?.below ?? null;
+        files.set(at, {
+          kind: isLayer ? 'layer' : 'image',
+          name: unique(path.basename(at)),
+          was: at,
+          belowPath: below,
+        });
+        at = below;
+      }
+    }
+  }
+  return [...files.values()].map((f) => ({ ...f, below: f.belowPath ? files.get(f.belowPath)!.name : null }));
+}
+
+interface DiskFile {
+  kind: 'image' | 'layer';
+  name: string;
+  was: string;
+  belowPath: string | null;
+  below?: string | null;
+}
+
 /** Packs `input.snapshot` into `input.out`; returns the file's size and manifest. */
 export async function packSnapshot(input: PackInput): Promise<{ bytes: number; manifest: MachineManifest }> {
   const chain = await chainOf(input.store, input.snapshot);
+  const disks = await diskFilesOf(input.store, chain);
   const parsed = parseSmolfile(input.smolfile.text, { path: input.smolfile.path });
   const bare = parsed.smolfile && !parsed.smolfile.image ? parsed.smolfile : null;
   const bootFiles: Array<{ role: 'kernel' | 'initrd'; path: string }> = [];
@@ -61,6 +109,7 @@ export async function packSnapshot(input: PackInput): Promise<{ bytes: number; m
   const files = [
     ...chain.flatMap((s) => [path.join(s.dir, 'state'), path.join(s.dir, 'memory')]),
     ...bootFiles.map((b) => b.path),
+    ...disks.map((d) => d.was),
   ];
   let total = 0;
   for (const file of files) total += (await stat(file)).size;
@@ -73,12 +122,22 @@ export async function packSnapshot(input: PackInput): Promise<{ bytes: number; m
       const memory = await writer.addFile(path.join(dir, 'memory'));
       snapshots.push({ manifest, state, memory });
     }
+    const packedDisks = [];
+    for (const d of disks) {
+      packedDisks.push({
+        kind: d.kind,
+        name: d.name,
+        was: d.was,
+        below: d.below ?? null,
+        file: await writer.addFile(d.was),
+      });
+    }
     const boot = [];
     for (const b of bootFiles)
       boot.push({ role: b.role, name: safeName(path.basename(b.path)), file: await writer.addFile(b.path) });
     const cpu = hostCpu();
     return await writer.finish({
-      format: 1,
+      format: MACHINE_FORMAT,
       made: {
         smol: input.version,
         host: os.hostname(),
@@ -90,6 +149,7 @@ export async function packSnapshot(input: PackInput): Promise<{ bytes: number; m
       smolfile: { name: path.basename(input.smolfile.path), text: input.smolfile.text },
       snapshot: input.snapshot,
       snapshots,
+      disks: packedDisks,
       boot,
       console: input.screen === null ? null : { screen: input.screen },
     });
@@ -112,7 +172,67 @@ export interface Unpacked {
   snapshots: Array<{ manifest: Manifest; dir: string }>;
   /** Where the Smolfile and boot files were unpacked (a directory to move to its place). */
   bootDir: string;
+  /** Disk files unpacked under `temp` and where each goes in the store (placeMachineDisks). */
+  disks: Array<{ from: string; to: string }>;
   temp: string;
+}
+
+/**
+ * Where each disk file of the machine goes in this store: an image to SMOL_HOME/images under its name (one there
+ * already with the same size is the same image: images are named by their content's hash), a layer to
+ * SMOL_HOME/disks under its name, or a new one if that is taken.
+ */
+async function diskTargets(home: string, store: SnapshotStore, disks: PackedDisk[]) {
+  const targets = new Map<string, { to: string; reuse: boolean }>();
+  for (const d of disks) {
+    if (d.kind === 'image') {
+      const to = path.join(home, IMAGES_DIR, d.name);
+      const there = await stat(to).catch(() => null);
+      if (!there) targets.set(d.name, { to, reuse: false });
+      else if (there.size === d.file.size) targets.set(d.name, { to, reuse: true });
+      else
+        targets.set(d.name, {
+          to: path.join(home, IMAGES_DIR, `${randomBytes(4).toString('hex')}-${d.name}`),
+          reuse: false,
+        });
+      continue;
+    }
+    let to = path.join(store.disksDir, d.name);
+    while (await stat(to).catch(() => null)) to = path.join(store.disksDir, newLayerName());
+    targets.set(d.name, { to, reuse: false });
+  }
+  return targets;
+}
+
+/**
+ * Each imported snapshot's disk fields, oldest first, as the store would have given them (snapshot-store.ts,
+ * `#diskFields`): the layers of its disks that no snapshot below it owns, and the owner of the first one below that
+ * is owned (its disk parent, followed on the root disk).
+ */
+function diskFieldsOf(
+  snapshots: Array<{ manifest: Manifest; disks: StateDisk[] }>,
+  belowOf: Map<string, string | null>,
+): Map<string, Pick<Manifest, 'diskLayers' | 'diskParent'>> {
+  const owner = new Map<string, string>();
+  const fields = new Map<string, Pick<Manifest, 'diskLayers' | 'diskParent'>>();
+  for (const { manifest, disks } of snapshots) {
+    const layers: string[] = [];
+    let diskParent: string | null = null;
+    for (const disk of disks) {
+      if (!disk.writable) continue;
+      for (let at: string | null = disk.path; at && belowOf.has(at); at = belowOf.get(at)!) {
+        const owned = owner.get(at);
+        if (owned) {
+          if (disk.device === 'virtio-blk') diskParent = owned;
+          break;
+        }
+        owner.set(at, manifest.id);
+        layers.push(path.basename(at));
+      }
+    }
+    fields.set(manifest.id, layers.length ? { diskLayers: layers, diskParent } : {});
+  }
+  return fields;
 }
 
 /**
@@ -153,11 +273,32 @@ export async function unpackMachine(
     let done = fileBytes;
     estimate = fileBytes + m.totals.raw;
     const progress = (bytes: number) => onProgress((done += bytes), estimate);
+    const packedDisks = m.disks ?? [];
+    const targets = await diskTargets(home, store, packedDisks);
+    const byWas = new Map(packedDisks.map((d) => [d.was, targets.get(d.name)!.to]));
+    // A layer's target → the target below it; an image's is null (the chain ends there).
+    const belowOf = new Map<string, string | null>();
+    for (const d of packedDisks) {
+      if (d.kind === 'layer') belowOf.set(targets.get(d.name)!.to, targets.get(d.below!)!.to);
+    }
     const snapshots: Unpacked['snapshots'] = [];
+    const imported: Array<{ manifest: Manifest; disks: StateDisk[] }> = [];
     for (const { manifest: s, state, memory } of m.snapshots) {
       const dir = path.join(temp, s.id);
       await mkdir(dir);
       await machine.extractFile(state, path.join(dir, 'state'), `${s.id} state`, progress);
+      // Its disks' paths as this store will have them (the state's CRC written anew); a path the file does not hold
+      // is a lie of the file.
+      const raw = await readFile(path.join(dir, 'state'));
+      const relocated = relocateState(
+        raw,
+        (was, device) => {
+          const to = byWas.get(was);
+          if (!to) throw new Error(`${file}: snapshot ${s.id}'s ${device} is on ${was}, which the file does not hold`);
+          return to;
+        },
+        `${file}: snapshot ${s.id}'s state`,
+      );
       const existing = store.get(s.id);
       if (existing) {
         const mine = await readFile(path.join(dir, 'state'));
@@ -170,9 +311,27 @@ export async function unpackMachine(
         await symlink(store.dirFor(s.id), dir);
         continue;
       }
+      await writeFile(path.join(dir, 'state'), relocated);
       await machine.extractFile(memory, path.join(dir, 'memory'), `${s.id} memory`, progress);
       for (const name of ['state', 'memory']) await chmod(path.join(dir, name), 0o444);
       snapshots.push({ manifest: s, dir });
+      imported.push({ manifest: s, disks: stateDisks(relocated) });
+    }
+    const fields = diskFieldsOf(imported, belowOf);
+    for (const entry of snapshots) {
+      const { diskLayers: _layers, diskParent: _parent, ...rest } = entry.manifest;
+      entry.manifest = { ...rest, ...fields.get(rest.id) };
+    }
+    const disks: Unpacked['disks'] = [];
+    if (packedDisks.length) await mkdir(path.join(temp, 'disks'));
+    for (const d of packedDisks) {
+      const { to, reuse } = targets.get(d.name)!;
+      if (reuse) continue;
+      const from = path.join(temp, 'disks', path.basename(to));
+      await machine.extractFile(d.file, from, `disk file ${d.name}`, progress);
+      if (d.kind === 'layer') await relocateLayer(from, targets.get(d.below!)!.to);
+      await chmod(from, 0o444);
+      disks.push({ from, to });
     }
     const bootDir = path.join(temp, 'machine');
     await mkdir(bootDir);
@@ -182,7 +341,7 @@ export async function unpackMachine(
       text = text.replace(new RegExp(`^(\\s*${b.role}\\s*=\\s*).*$`, 'm'), `$1${JSON.stringify(b.name)}`);
     }
     await writeFile(path.join(bootDir, 'Smolfile'), text);
-    return { manifest: m, snapshot: m.snapshot, snapshots, bootDir, temp };
+    return { manifest: m, snapshot: m.snapshot, snapshots, bootDir, disks, temp };
   } catch (error) {
     await rm(temp, { recursive: true, force: true });
     if (error instanceof ApiFailure) throw error;
@@ -198,6 +357,22 @@ export async function placeMachineFiles(home: string, unpacked: Unpacked, episod
   await mkdir(path.dirname(dir), { recursive: true });
   await rename(unpacked.bootDir, dir);
   return path.join(dir, 'Smolfile');
+}
+
+/** Moves the unpacked disk files to their places in the store; returns what it placed (to remove on a failure). */
+export async function placeMachineDisks(unpacked: Unpacked): Promise<string[]> {
+  const placed: string[] = [];
+  try {
+    for (const { from, to } of unpacked.disks) {
+      await mkdir(path.dirname(to), { recursive: true });
+      await rename(from, to);
+      placed.push(to);
+    }
+  } catch (error) {
+    for (const file of placed) await rm(file, { force: true });
+    throw error;
+  }
+  return placed;
 }
 
 /** At start-up (no import runs): what an engine that died while unpacking a machine left in SMOL_HOME/import. */

@@ -7,7 +7,9 @@ import { SnapshotId } from '../api/schema.js';
 import { Manifest as SnapshotManifest } from './snapshot-manifest.js';
 
 export const MAGIC = 'SMOLMACH';
-export const MACHINE_FORMAT = 1;
+/** The format this Smol writes: 2 holds disks (docs/smolmachine.md, "Disks"); 1 (VMs without disks) is still read. */
+export const MACHINE_FORMAT = 2;
+const READABLE_FORMATS = [1, 2];
 export const HEADER_BYTES = 64;
 /** Footer: u64 manifest offset, u64 manifest length, then the sha256 of every byte before the digest. */
 export const FOOTER_BYTES = 48;
@@ -50,12 +52,30 @@ export const PackedFile = z
   .strict();
 export type PackedFile = z.infer<typeof PackedFile>;
 
+/** A file name in SMOL_HOME/images or SMOL_HOME/disks. */
+const DiskName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/, 'a plain file name');
+
+/**
+ * A file of a disk chain: a layer (its header names the one below) or the raw image at the bottom. `was` is its path
+ * where it was packed, as the state blobs and layer headers name it; `below` the entry under a layer.
+ */
+export const PackedDisk = z
+  .object({
+    kind: z.enum(['image', 'layer']),
+    name: DiskName,
+    was: z.string().min(2).max(4096).startsWith('/'),
+    below: DiskName.nullable(),
+    file: PackedFile,
+  })
+  .strict();
+export type PackedDisk = z.infer<typeof PackedDisk>;
+
 export const PackedSnapshot = z.object({ manifest: SnapshotManifest, state: PackedFile, memory: PackedFile }).strict();
 export type PackedSnapshot = z.infer<typeof PackedSnapshot>;
 
 export const MachineManifest = z
   .object({
-    format: z.literal(MACHINE_FORMAT),
+    format: z.union([z.literal(1), z.literal(2)]),
     made: z
       .object({ smol: z.string(), host: z.string(), platform: z.string(), at: z.string(), from: z.string() })
       .strict(),
@@ -69,6 +89,8 @@ export const MachineManifest = z
     snapshot: SnapshotId,
     /** Its memory layer chain, full layer first: each one's layerParent is the one before it. */
     snapshots: z.array(PackedSnapshot).min(1).max(64),
+    /** Every file of the snapshots' disk chains, layers and the images under them (format 2). */
+    disks: z.array(PackedDisk).max(1024).optional(),
     /** A bare kernel's kernel and initrd, by the file name the unpacked Smolfile gives them. */
     boot: z.array(
       z
@@ -109,10 +131,10 @@ export function checkHeader(header: Buffer, fileBytes: number, file: string): vo
     throw new Error(`${file} is not a .smolmachine file (it does not start with ${MAGIC})`);
   }
   const version = header.readUInt32LE(8);
-  if (version !== MACHINE_FORMAT) {
+  if (!READABLE_FORMATS.includes(version)) {
     const who = version > MACHINE_FORMAT ? 'written by a newer Smol' : 'an unknown older version';
     throw new Error(
-      `${file} has .smolmachine format version ${version}; this Smol reads version ${MACHINE_FORMAT} (${who})`,
+      `${file} has .smolmachine format version ${version}; this Smol reads versions ${READABLE_FORMATS.join(' and ')} (${who})`,
     );
   }
   if (header.readUInt32LE(12) !== HEADER_BYTES) {
@@ -164,8 +186,10 @@ export function parseManifest(bytes: Buffer, file: string): MachineManifest {
     throw new Error(`${file}: its manifest is not JSON (${(error as Error).message})`);
   }
   const format = (json as { format?: unknown } | null)?.format;
-  if (typeof format === 'number' && format !== MACHINE_FORMAT) {
-    throw new Error(`${file}: its manifest has format ${format}; this Smol reads format ${MACHINE_FORMAT}`);
+  if (typeof format === 'number' && !READABLE_FORMATS.includes(format)) {
+    throw new Error(
+      `${file}: its manifest has format ${format}; this Smol reads formats ${READABLE_FORMATS.join(' and ')}`,
+    );
   }
   const parsed = MachineManifest.safeParse(json);
   if (!parsed.success) {
@@ -230,8 +254,8 @@ export function checkConsistency(m: MachineManifest, manifestOffset: number, fil
     if (before && (before.memoryBytes !== s.memoryBytes || before.cpus !== s.cpus)) {
       throw bad(`snapshot ${s.id} has ${s.memoryBytes} bytes and ${s.cpus} vCPUs, unlike ${before.id} below it`);
     }
-    if (s.diskLayers?.length)
-      throw bad(`snapshot ${s.id} has disk layers, which format ${MACHINE_FORMAT} does not hold`);
+    if (s.diskLayers?.length && m.format === 1)
+      throw bad(`snapshot ${s.id} has disk layers, which format 1 does not hold`);
     if (memory.size < s.memoryBytes || memory.size > s.memoryBytes + FILE_MAX / 1024) {
       throw bad(
         `snapshot ${s.id}'s memory file is ${memory.size} bytes, not its ${s.memoryBytes} bytes of RAM plus a header`,
@@ -245,6 +269,8 @@ export function checkConsistency(m: MachineManifest, manifestOffset: number, fil
     throw bad(`the packed snapshot ${m.snapshot} is not the top of its chain`);
   }
   if (memoryData !== m.totals.memoryData) throw bad(`totals.memoryData is ${m.totals.memoryData}, not ${memoryData}`);
+  checkDisks(m.disks ?? [], bad);
+  for (const d of m.disks ?? []) checkFile(d.file, `disk file ${d.name}`);
   const roles = new Set<string>();
   for (const b of m.boot) {
     if (roles.has(b.role)) throw bad(`two ${b.role} files`);
@@ -252,6 +278,30 @@ export function checkConsistency(m: MachineManifest, manifestOffset: number, fil
     checkFile(b.file, `the ${b.role}`);
   }
   if (used.size !== m.chunks.length) throw bad(`${m.chunks.length - used.size} chunk(s) belong to no file`);
+}
+
+/** Disk entries: unique names and old paths, each layer on an entry of its own, every chain ending at an image. */
+function checkDisks(disks: PackedDisk[], bad: (what: string) => Error): void {
+  const byName = new Map<string, PackedDisk>();
+  const was = new Set<string>();
+  for (const d of disks) {
+    if (byName.has(d.name)) throw bad(`two disk files are named ${d.name}`);
+    if (was.has(d.was)) throw bad(`two disk files were ${d.was}`);
+    byName.set(d.name, d);
+    was.add(d.was);
+    if (d.kind === 'image' && d.below !== null) throw bad(`disk image ${d.name} has something below it`);
+    if (d.kind === 'layer' && !/^[0-9a-f]{20}\.layer$/.test(d.name))
+      throw bad(`disk layer ${d.name}: not a layer name`);
+  }
+  for (const d of disks) {
+    let at = d;
+    for (let depth = 0; at.kind === 'layer'; depth++) {
+      if (depth >= 64) throw bad(`disk layer ${d.name}: its chain is deeper than 64 (or a loop)`);
+      const below = byName.get(at.below ?? '');
+      if (!below) throw bad(`disk layer ${at.name} sits on ${at.below}, which the file does not hold`);
+      at = below;
+    }
+  }
 }
 
 /** The state and memory files' own headers (docs/snapshots.md), read from their first piece. */

@@ -133,7 +133,7 @@ describe('a counting guest packed in one data dir and opened in another', { time
   it('inspect checks the file and prints its manifest, for people and as JSON', async () => {
     const text = await b.smol(['inspect', file]);
     expect(text.status).toBe(0);
-    expect(text.stdout).toContain('.smolmachine format 1');
+    expect(text.stdout).toContain('.smolmachine format 2');
     expect(text.stdout).toContain('every chunk verified');
     expect(text.stdout).toContain(`snapshot:  ${packed.snapshot.id}`);
     expect(text.stdout).toMatch(/boot: +kernel count\.elf/);
@@ -223,15 +223,35 @@ describe('a counting guest packed in one data dir and opened in another', { time
         'a newer format',
         () => {
           const copy = Buffer.from(machine);
-          copy.writeUInt32LE(2, 8);
+          copy.writeUInt32LE(3, 8);
           return resealed(copy);
         },
-        /has \.smolmachine format version 2; this Smol reads version 1 \(written by a newer Smol\)/,
+        /has \.smolmachine format version 3; this Smol reads versions 1 and 2 \(written by a newer Smol\)/,
       ],
       [
         'a newer manifest format',
         () => withManifest(machine, (m) => ((m as { format: number }).format = 7)),
-        /its manifest has format 7; this Smol reads format 1/,
+        /its manifest has format 7; this Smol reads formats 1 and 2/,
+      ],
+      [
+        'a disk layer on a file it does not hold',
+        () =>
+          withManifest(machine, (m) => {
+            const empty = { size: 0, pieces: [], layout: createHash('sha256').update(layoutText(0, [])).digest('hex') };
+            m.disks = [
+              { kind: 'layer', name: '0123456789abcdef0123.layer', was: '/a/b.layer', below: 'c.img', file: empty },
+            ];
+          }),
+        /disk layer 0123456789abcdef0123\.layer sits on c\.img, which the file does not hold/,
+      ],
+      [
+        'a disk image with something below it',
+        () =>
+          withManifest(machine, (m) => {
+            const empty = { size: 0, pieces: [], layout: createHash('sha256').update(layoutText(0, [])).digest('hex') };
+            m.disks = [{ kind: 'image', name: 'root.img', was: '/a/root.img', below: 'root.img', file: empty }];
+          }),
+        /disk image root\.img has something below it/,
       ],
       [
         'a chunk at the wrong offset',
