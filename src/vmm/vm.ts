@@ -138,12 +138,12 @@ export class Vm extends EventEmitter<VmEvents> {
     return this.#vm().memoryStats();
   }
 
-  /** CPU time the VM's running vCPUs have used so far, in nanoseconds: sample it twice for a CPU percentage. */
   /** Its network as the host sees it: forwards, refusals, counters (docs/network.md); null without one. */
   network(after = 0): NetworkInfo | null {
     return this.#vm().network(after);
   }
 
+  /** CPU time the VM's running vCPUs have used so far, in nanoseconds: sample it twice for a CPU percentage. */
   cpuTimeNs(): number {
     return this.#vm().cpuTimeNs();
   }
