@@ -7,15 +7,15 @@
  * A VM is never given back: one that ran is destroyed as before, so nothing passes from one VM to another.
  *
  * How many are kept follows demand: the largest batch of the last 30 seconds, at most `max` (SMOL_VM_POOL, default
- * 64; 0 turns it off). A fork(n) announces a batch of n (vm_pool_want); any other create or restore is a batch of
- * one. A background thread (smol-vm-pool) tops the pool up with up to 8 helper threads at once (the kernel's wait
- * overlaps, so 8 take about as long as one): at once while a batch needs more than are ready (its VMs and the
- * batch's own inline ones go together), else once takes have stopped for 10 ms (making VMs while a batch is taken
- * would compete with it for the CPU). It closes the VMs demand no longer needs, and the VMs that are destroyed
- * (vm_pool_release): a KVM VM's last close takes 15 to 30 ms in the kernel (its PIT's thread is stopped, its MMU
- * torn down), which would otherwise block whoever destroys it, the JavaScript thread included. vm_pool_drain,
- * called when the module unloads, stops the thread and closes every prepared VM and every destroyed one not closed
- * yet.
+ * 64; 0 turns it off). A fork(n) announces a batch of n (vm_pool_want); other creates and restores count as a batch
+ * of as many as came in the last 100 ms (one at a time but quickly, they need more than one ready: a refill takes
+ * about 10 ms). A background thread (smol-vm-pool) tops the pool up with up to 8 helper threads at once (the
+ * kernel's wait overlaps, so 8 take about as long as one), at once, except while a fork takes a batch the pool has
+ * enough for (making VMs then would compete with it for the CPU). It closes the VMs demand no longer needs. A second thread (smol-vm-reaper)
+ * closes the VMs that are destroyed (vm_pool_release): a KVM VM's last close takes 15 to 30 ms in the kernel (its
+ * PIT's thread is stopped, its MMU torn down), which would otherwise block whoever destroys it, the JavaScript
+ * thread included, and would hold up refills if the pool's thread did it. vm_pool_drain, called when the module
+ * unloads, stops both and closes every prepared VM and every destroyed one not closed yet.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -31,7 +31,9 @@
 #include <unistd.h>
 
 #define POOL_WINDOW_S 30	/* demand is remembered this long */
-#define POOL_QUIET_MS 10	/* the pool is topped up once takes have stopped this long */
+#define POOL_QUIET_MS 10	/* a batch that has enough is left alone until takes stop this long */
+#define POOL_RATE_MS 100	/* takes this close together count as one batch too */
+#define POOL_RECENT 64
 #define POOL_HELPERS 8		/* VMs made at once */
 #define POOL_DEFAULT_MAX 64
 
@@ -49,12 +51,17 @@ static struct {
 	long long bucket_second[POOL_WINDOW_S];
 	unsigned bucket_count[POOL_WINDOW_S];
 	double last_take_ms;
+	double recent[POOL_RECENT];	/* when the last takes were, a ring */
+	unsigned next_recent;
 	unsigned outstanding;	/* VMs the announced batch has not taken yet */
-	/* fds of destroyed VMs that the thread closes (vm_pool_release) */
+	/* fds of destroyed VMs that the reaper thread closes (vm_pool_release) */
+	pthread_cond_t reap_cond;
+	pthread_t reaper;
+	int reaper_started;
 	int *reap;
-	unsigned nr_reap, reap_cap;
+	unsigned nr_reap, reap_cap, reaping;	/* queued; being closed */
 	unsigned long long reaped;
-} pool = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+} pool = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .reap_cond = PTHREAD_COND_INITIALIZER };
 
 static long long now_s(void)
 {
@@ -204,20 +211,8 @@ static void *pool_thread(void *arg)
 		unsigned target = target_locked();
 		double quiet = trace_now_ms() - pool.last_take_ms;
 
-		if (pool.nr_reap) {
-			int *fds = pool.reap;
-			unsigned n = pool.nr_reap;
 
-			pool.reap = NULL;
-			pool.nr_reap = pool.reap_cap = 0;
-			pthread_mutex_unlock(&pool.lock);
-			close_all(fds, n);
-			free(fds);
-			pthread_mutex_lock(&pool.lock);
-			pool.reaped += n;
-			continue;
-		}
-		if (pool.ready < target && quiet < POOL_QUIET_MS && pool.outstanding <= pool.ready) {
+		if (pool.ready < target && quiet < POOL_QUIET_MS && pool.outstanding && pool.outstanding <= pool.ready) {
 			/* A batch is being taken and has enough: making VMs now would take the CPU from it. */
 			wait_ms(POOL_QUIET_MS - quiet);
 			continue;
@@ -272,10 +267,17 @@ int vm_pool_take(void)
 		return -1;
 	}
 	pool.last_take_ms = trace_now_ms();
-	if (pool.outstanding)
+	pool.recent[pool.next_recent++ % POOL_RECENT] = pool.last_take_ms;
+	if (pool.outstanding) {
 		pool.outstanding--;
-	else
-		note_demand_locked(1);
+	} else {
+		/* One at a time, but quickly: as many as came in the last POOL_RATE_MS (a refill takes about 10 ms). */
+		unsigned n = 0;
+
+		for (int i = 0; i < POOL_RECENT; i++)
+			n += pool.recent[i] && pool.last_take_ms - pool.recent[i] < POOL_RATE_MS;
+		note_demand_locked(n);
+	}
 	if (pool.ready) {
 		fd = pool.vm_fds[--pool.ready];
 		pool.taken++;
@@ -287,10 +289,41 @@ int vm_pool_take(void)
 	return fd;
 }
 
+/* Closes destroyed VMs' fds, apart from the pool's thread: a close waits in the kernel and must not hold up a refill. */
+static void *reaper_thread(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "smol-vm-reaper");
+	pthread_mutex_lock(&pool.lock);
+	while (!pool.stop) {
+		int *fds = pool.reap;
+		unsigned n = pool.nr_reap;
+
+		if (!n) {
+			pthread_cond_wait(&pool.reap_cond, &pool.lock);
+			continue;
+		}
+		pool.reap = NULL;
+		pool.nr_reap = pool.reap_cap = 0;
+		pool.reaping = n;
+		pthread_mutex_unlock(&pool.lock);
+		close_all(fds, n);
+		free(fds);
+		pthread_mutex_lock(&pool.lock);
+		pool.reaping = 0;
+		pool.reaped += n;
+	}
+	pthread_mutex_unlock(&pool.lock);
+	return NULL;
+}
+
 void vm_pool_release(int vm_fd)
 {
 	pthread_mutex_lock(&pool.lock);
-	if (pool.thread_started && !pool.stop && pool.nr_reap == pool.reap_cap) {
+	/* Started by the first destroy (the JavaScript thread or a libuv worker: never a vCPU thread). */
+	if (!pool.reaper_started && !pool.stop && pthread_create(&pool.reaper, NULL, reaper_thread, NULL) == 0)
+		pool.reaper_started = 1;
+	if (pool.reaper_started && !pool.stop && pool.nr_reap == pool.reap_cap) {
 		unsigned cap = pool.reap_cap ? 2 * pool.reap_cap : 64;
 		int *grown = realloc(pool.reap, cap * sizeof(int));
 
@@ -299,14 +332,14 @@ void vm_pool_release(int vm_fd)
 			pool.reap_cap = cap;
 		}
 	}
-	if (pool.thread_started && !pool.stop && pool.nr_reap < pool.reap_cap) {
+	if (pool.reaper_started && !pool.stop && pool.nr_reap < pool.reap_cap) {
 		pool.reap[pool.nr_reap++] = vm_fd;
-		pthread_cond_broadcast(&pool.cond);
+		pthread_cond_signal(&pool.reap_cond);
 		vm_fd = -1;
 	}
 	pthread_mutex_unlock(&pool.lock);
 	if (vm_fd >= 0)
-		close(vm_fd);	/* no thread to hand it to (the pool is off or stopping), or no memory: here */
+		close(vm_fd);	/* no thread to hand it to (stopping, or none could start), or no memory: here */
 }
 
 void vm_pool_want(unsigned n)
@@ -346,7 +379,7 @@ void vm_pool_get_stats(struct vm_pool_stats *out)
 	out->closed = pool.closed;
 	out->failed = pool.failed;
 	out->reaped = pool.reaped;
-	out->reaping = pool.nr_reap;
+	out->reaping = pool.nr_reap + pool.reaping;
 	out->thread = pool.thread_started;
 	pthread_mutex_unlock(&pool.lock);
 }
@@ -393,16 +426,20 @@ static void close_all(int *fds, unsigned n)
 
 void vm_pool_drain(void)
 {
-	int started, fds[VM_POOL_LIMIT], *reap;
+	int started, reaper, fds[VM_POOL_LIMIT], *reap;
 	unsigned n, nr_reap;
 
 	pthread_mutex_lock(&pool.lock);
 	pool.stop = 1;
 	started = pool.thread_started;
+	reaper = pool.reaper_started;
 	pthread_cond_broadcast(&pool.cond);
+	pthread_cond_broadcast(&pool.reap_cond);
 	pthread_mutex_unlock(&pool.lock);
 	if (started)
 		pthread_join(pool.thread, NULL);
+	if (reaper)
+		pthread_join(pool.reaper, NULL);
 	pthread_mutex_lock(&pool.lock);
 	n = pool.ready;
 	memcpy(fds, pool.vm_fds, n * sizeof(int));
@@ -421,8 +458,10 @@ void vm_pool_drain(void)
 	pthread_mutex_lock(&pool.lock);
 	/* A later take may start it again (a test that drains and goes on). */
 	pool.thread_started = 0;
+	pool.reaper_started = 0;
 	pool.stop = 0;
 	memset(pool.bucket_count, 0, sizeof(pool.bucket_count));
+	memset(pool.recent, 0, sizeof(pool.recent));
 	pool.outstanding = 0;
 	pthread_mutex_unlock(&pool.lock);
 }
