@@ -54,6 +54,9 @@ struct VmWrap::Host {
   std::unique_ptr<struct vm_trace> final_trace;
   struct vm_trace_times final_times = {};
   bool exited = false;
+  // The vmhost stopped reading console output (its engine is behind): the VMM's ring fills, and its slow-reader
+  // policy (console.h) applies. Touched only on the JavaScript thread.
+  bool console_held = false;
   bool tsfn_released = false;
   // Host is freed by whichever goes last: the wrapper (collected) or the thread-safe function (finalized), so a
   // call still queued on the function never sees freed memory.
@@ -89,6 +92,7 @@ static void NotifyJs(VmWrap::Host* host, Event event) {
     // Drain console output first: on exit, nothing the guest wrote before it ended may be lost.
     std::vector<uint8_t> buf(kReadChunk);
     if (ev == Event::kOutput) {
+      if (host->console_held) return;  // holdConsole(false) asks again
       size_t n = vm_console_read(host->vm, buf.data(), buf.size());
       if (n == 0) return;
       NotifyJs(host, Event::kOutput);  // come back for the rest first: the callback may throw
@@ -801,6 +805,7 @@ Napi::Function VmWrap::Define(Napi::Env env) {
                      {InstanceMethod<&VmWrap::Start>("start"), InstanceMethod<&VmWrap::Pause>("pause"),
                       InstanceMethod<&VmWrap::Resume>("resume"), InstanceMethod<&VmWrap::Kill>("kill"),
                       InstanceMethod<&VmWrap::WriteConsole>("writeConsole"),
+                      InstanceMethod<&VmWrap::HoldConsole>("holdConsole"),
                       InstanceMethod<&VmWrap::Checkpoint>("checkpoint"), InstanceMethod<&VmWrap::Fork>("fork"),
                       InstanceMethod<&VmWrap::MemoryStats>("memoryStats"),
                       InstanceMethod<&VmWrap::Trace>("trace"),
@@ -871,6 +876,15 @@ Napi::Value VmWrap::WriteConsole(const Napi::CallbackInfo& info) {
     throw Napi::TypeError::New(info.Env(), "writeConsole(data) expects a Buffer");
   auto data = info[0].As<Napi::Buffer<uint8_t>>();
   return Napi::Number::New(info.Env(), static_cast<double>(vm_console_write(vm, data.Data(), data.Length())));
+}
+
+void VmWrap::HoldConsole(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsBoolean())
+    throw Napi::TypeError::New(info.Env(), "holdConsole(held) expects a boolean");
+  bool held = info[0].As<Napi::Boolean>().Value();
+  bool was = host_->console_held;
+  host_->console_held = held;
+  if (was && !held && host_->vm && !host_->exited) NotifyJs(host_, Event::kOutput);
 }
 
 Napi::Value VmWrap::State(const Napi::CallbackInfo& info) {

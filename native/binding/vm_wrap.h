@@ -27,6 +27,7 @@ class VmWrap : public Napi::ObjectWrap<VmWrap> {
   Napi::Value Resume(const Napi::CallbackInfo& info);
   Napi::Value Kill(const Napi::CallbackInfo& info);
   Napi::Value WriteConsole(const Napi::CallbackInfo& info);
+  void HoldConsole(const Napi::CallbackInfo& info);
   Napi::Value State(const Napi::CallbackInfo& info);
   Napi::Value Checkpoint(const Napi::CallbackInfo& info);   // checkpoint(dir, onProgress?) -> Promise<info>
   Napi::Value Fork(const Napi::CallbackInfo& info);         // fork([{onConsole, onExit}, ...]) -> Promise<NativeVm[]>

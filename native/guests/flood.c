@@ -39,6 +39,7 @@ struct vq {
 };
 
 static struct vq txq __attribute__((aligned(4096)));
+
 static char vblock[VQ_SIZE][VBLOCK] __attribute__((aligned(4096)));
 static uint8_t vblock_made[VQ_SIZE];
 static volatile uint32_t *vmmio;
@@ -93,6 +94,18 @@ static void vcon_send(int i, uint32_t len)
 	txq.avail.idx = ++tx_next;
 	__asm__ volatile("" ::: "memory");
 	vw(0x50, 1);			/* notify the transmit queue */
+}
+
+/* Answers a byte typed during an endless flood, on COM1. */
+static void echo_typed(int c, uint64_t n)
+{
+	char echo[2] = { (char)c, 0 };
+
+	uart_puts("\r\nflood: echo ");
+	uart_puts(echo);
+	uart_puts(" at ");
+	uart_putu(n);
+	uart_puts("\r\n");
 }
 
 /* Until the device has taken every buffer, so that what the UART says next comes after them. */
@@ -168,13 +181,13 @@ int main(const uint8_t *bp)
 
 	for (int d = 0; d < 10; d++)
 		number[d] = '0';
-	for (uint64_t n = 1; n <= lines;) {
+	for (uint64_t n = 1; !lines || n <= lines;) {
 		int i = virtio ? vcon_buffer() : 0;
 		char *out = virtio ? vblock[i] : block;
 		uint8_t *made = virtio ? &vblock_made[i] : &block_made;
 		uint64_t used = 0;
 
-		for (uint64_t k = 0; k < per_block && n <= lines; k++, n++, used += width) {
+		for (uint64_t k = 0; k < per_block && (!lines || n <= lines); k++, n++, used += width) {
 			for (int d = 9; ++number[d] > '9'; d--)	/* number = n, in decimal */
 				number[d] = '0';
 			if (*made)
@@ -190,6 +203,8 @@ int main(const uint8_t *bp)
 				uart_putc(block[j]);
 		else
 			outsb_block(block, used);
+		for (int c; !lines && !virtio && (c = uart_getc_poll()) >= 0;)
+			echo_typed(c, n - 1);
 	}
 	if (virtio)
 		vcon_flush();

@@ -1,4 +1,7 @@
-/* The console's output ring and its slow-reader policy: the guest's writer waits, nothing is dropped. */
+/*
+ * The console's output ring and its slow-reader policy: a writer waits for a reader that reads, nothing is dropped;
+ * a reader that stalls loses output, said by a marker, and the writer never waits long for it.
+ */
 #define _GNU_SOURCE
 #include "test.h"
 #include "console.h"
@@ -120,6 +123,7 @@ TEST(writer_blocked_by_a_full_ring_resumes_when_the_reader_drains)
 	size_t n;
 
 	REQUIRE(console_init(&con, 0, NULL, NULL) == 0);
+	con.stall_ms = 60 * 1000;	/* the reader here reads, late: never taken for stalled */
 	REQUIRE(start_blocked_writer(&con, &w) == 0);
 	CHECK_EQ_INT(atomic_load(&w.done), 0);			/* waiting, not dropping */
 	CHECK_EQ_INT(console_out_pending(&con), CONSOLE_OUT_LIMIT);
@@ -143,6 +147,7 @@ TEST(console_release_wakes_a_blocked_writer_which_keeps_its_byte)
 	struct writer w;
 
 	REQUIRE(console_init(&con, 0, NULL, NULL) == 0);
+	con.stall_ms = 60 * 1000;
 	REQUIRE(start_blocked_writer(&con, &w) == 0);
 	CHECK_EQ_INT(atomic_load(&w.done), 0);
 	/* Released repeatedly, in case the writer had not reached its wait when the first release came. */
@@ -153,6 +158,37 @@ TEST(console_release_wakes_a_blocked_writer_which_keeps_its_byte)
 	CHECK_EQ_INT(con.out_total, CONSOLE_OUT_LIMIT + 1);
 	CHECK_EQ_INT(con.out_dropped, 0);
 	CHECK_EQ_INT(console_out_pending(&con), CONSOLE_OUT_LIMIT + 1);
+	console_exit(&con);
+}
+
+TEST(stalled_reader_loses_output_for_a_marker_and_the_writer_goes_on)
+{
+	static uint8_t buf[CONSOLE_OUT_LIMIT + CONSOLE_OUT_RESERVE];
+	static const char marker[] = "\r\n[smol: 1002 bytes dropped: the console's reader fell behind]\r\n";
+	struct console con;
+	size_t n;
+
+	REQUIRE(console_init(&con, 0, NULL, NULL) == 0);
+	con.stall_ms = 20;
+	for (unsigned i = 0; i < CONSOLE_OUT_LIMIT; i++)
+		console_out_put(&con, 'x');
+	console_out_put(&con, '!');	/* waits 20 ms for a read that does not come, then drops */
+	CHECK_EQ_INT(con.dropping, 1);
+	for (int i = 0; i < 1000; i++)
+		console_out_put(&con, '?');	/* no more waiting while the reader is stalled */
+	CHECK_EQ_INT(con.out_dropped, 1001);
+	CHECK_EQ_INT(console_out_read(&con, buf, CONSOLE_OUT_LIMIT / 4), CONSOLE_OUT_LIMIT / 4);
+	console_out_put(&con, '?');	/* read, but not yet down to half the limit: still dropping */
+	CHECK_EQ_INT(con.out_dropped, 1002);
+	CHECK_EQ_INT(console_out_read(&con, buf, CONSOLE_OUT_LIMIT / 2), CONSOLE_OUT_LIMIT / 2);
+	console_out_put(&con, 'y');	/* the marker first, then the byte */
+	n = console_out_read(&con, buf, sizeof(buf));
+	REQUIRE(n == CONSOLE_OUT_LIMIT / 4 + strlen(marker) + 1);
+	CHECK(buf[CONSOLE_OUT_LIMIT / 4 - 1] == 'x');
+	buf[n] = 0;
+	CHECK(strncmp((const char *)buf + CONSOLE_OUT_LIMIT / 4, marker, strlen(marker)) == 0);
+	CHECK(buf[n - 1] == 'y');
+	CHECK_EQ_INT(con.gaps, 1);
 	console_exit(&con);
 }
 

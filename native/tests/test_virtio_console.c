@@ -1,7 +1,8 @@
 /*
  * virtio-console, driven through its registers and two queues in guest memory as Linux's virtio_console does, on a
- * real console (console.c): output reaches the console whole and in order, a full console makes the device wait
- * without losing or reordering anything, input reaches the receive queue's buffers, and input goes to the device
+ * real console (console.c): output reaches the console whole and in order, a full console held for a pause makes the
+ * device put the buffer back without losing or reordering anything, a stalled reader's buffers are dropped and said by
+ * a marker, input reaches the receive queue's buffers, and input goes to the device
  * only while its driver is up.
  */
 #include "test.h"
@@ -176,7 +177,7 @@ TEST(virtio_console_output_reaches_the_console_whole_and_in_order)
 	rig_exit(&r);
 }
 
-TEST(virtio_console_full_console_makes_the_device_wait_and_loses_nothing)
+TEST(virtio_console_full_console_while_held_puts_buffers_back_and_loses_nothing)
 {
 	struct rig r;
 	static char block[4096], out[16384];
@@ -184,6 +185,7 @@ TEST(virtio_console_full_console_makes_the_device_wait_and_loses_nothing)
 
 	REQUIRE(rig_init(&r, 8192) == 0);	/* room for two of the four blocks */
 	driver_up(&r);
+	console_hold(&r.con, 1);	/* a pause: the device must not wait for the reader */
 	for (uint16_t i = 0; i < 4; i++) {
 		memset(block, 'a' + i, sizeof(block) - 1);
 		transmit(&r, i, block);
@@ -209,6 +211,35 @@ TEST(virtio_console_full_console_makes_the_device_wait_and_loses_nothing)
 	CHECK(out[0] == 'd');
 	CHECK_EQ_INT(r.con.out_dropped, 0);
 	CHECK_EQ_INT(r.con.out_total, 4 * 4095);
+	rig_exit(&r);
+}
+
+TEST(virtio_console_stalled_reader_loses_buffers_for_a_marker_and_never_holds_the_guest)
+{
+	struct rig r;
+	static char block[4096], out[16384];
+
+	REQUIRE(rig_init(&r, 8192) == 0);	/* room for two of the four blocks */
+	r.con.stall_ms = 20;
+	driver_up(&r);
+	for (uint16_t i = 0; i < 4; i++) {
+		memset(block, 'a' + i, sizeof(block) - 1);
+		transmit(&r, i, block);
+	}
+	notify(&r, VIRTIO_CONSOLE_TX);	/* nobody reads: after 20 ms the device takes the rest without keeping it */
+	CHECK_EQ_INT(used_idx(&r, VIRTIO_CONSOLE_TX), 4);
+	CHECK_EQ_INT(r.con.out_dropped, 2 * 4095);
+	transmit(&r, 4, "later\r\n");
+	notify(&r, VIRTIO_CONSOLE_TX);	/* still over half the limit: dropped too */
+	CHECK_EQ_INT(used_idx(&r, VIRTIO_CONSOLE_TX), 5);
+	CHECK_EQ_INT(drain(&r, out, sizeof(out)), 2 * 4095);
+	CHECK(out[0] == 'a' && out[4095] == 'b');
+	transmit(&r, 5, "after\r\n");
+	notify(&r, VIRTIO_CONSOLE_TX);
+	CHECK_EQ_INT(used_idx(&r, VIRTIO_CONSOLE_TX), 6);
+	drain(&r, out, sizeof(out));
+	CHECK(strcmp(out, "\r\n[smol: 8197 bytes dropped: the console's reader fell behind]\r\nafter\r\n") == 0);
+	CHECK_EQ_INT(r.con.gaps, 1);
 	rig_exit(&r);
 }
 

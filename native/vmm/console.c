@@ -1,8 +1,10 @@
 #include "console.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int byte_ring_init(struct byte_ring *r, size_t cap)
 {
@@ -42,6 +44,8 @@ size_t byte_ring_get(struct byte_ring *r, uint8_t *out, size_t len)
 
 int console_init(struct console *con, size_t out_limit, void (*on_output)(void *), void *opaque)
 {
+	pthread_condattr_t attr;
+
 	memset(con, 0, sizeof(*con));
 	con->out_limit = out_limit ? out_limit : CONSOLE_OUT_LIMIT;
 	if (byte_ring_init(&con->out, con->out_limit + CONSOLE_OUT_RESERVE) < 0)
@@ -50,8 +54,12 @@ int console_init(struct console *con, size_t out_limit, void (*on_output)(void *
 		byte_ring_free(&con->out);
 		return -ENOMEM;
 	}
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);	/* a stalled reader's deadline ignores wall-clock steps */
 	pthread_mutex_init(&con->lock, NULL);
-	pthread_cond_init(&con->space, NULL);
+	pthread_cond_init(&con->space, &attr);
+	pthread_condattr_destroy(&attr);
+	con->stall_ms = CONSOLE_STALL_MS;
 	con->on_output = on_output;
 	con->opaque = opaque;
 	return 0;
@@ -65,18 +73,79 @@ void console_exit(struct console *con)
 	pthread_mutex_destroy(&con->lock);
 }
 
+static uint64_t monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * Under the lock: ends a run of dropped output once the reader has drained the ring to half its limit. The marker
+ * goes in where the dropped bytes would have been; it fits, since the ring holds the limit plus its reserve.
+ */
+static void gap_end_if_drained(struct console *con)
+{
+	char marker[CONSOLE_MARKER_MAX];
+	int n;
+
+	if (!con->dropping || con->out.len > con->out_limit / 2)
+		return;
+	n = snprintf(marker, sizeof(marker), "\r\n[smol: %llu bytes dropped: the console's reader fell behind]\r\n",
+		     (unsigned long long)con->gap);
+	byte_ring_put(&con->out, (const uint8_t *)marker, (size_t)n);
+	con->dropping = 0;
+	con->gap = 0;
+	con->gaps++;
+	con->full_since_ms = 0;
+}
+
+/*
+ * Under the lock: waits while `need` more bytes do not fit under the limit. 1: they fit now; 0: the ring stayed
+ * full for stall_ms with no read, so the reader is stalled and `dropping` is set; -1: the wait was cut short (a
+ * pause, console_release, the VM stopping).
+ */
+static int wait_room(struct console *con, size_t need)
+{
+	unsigned gen = con->release_gen;
+
+	while (con->out.len && con->out.len + need > con->out_limit) {
+		uint64_t now = monotonic_ms(), deadline;
+		struct timespec ts;
+
+		if (gen != con->release_gen || con->closed || con->held)
+			return -1;
+		if (!con->full_since_ms)
+			con->full_since_ms = now;
+		deadline = con->full_since_ms + con->stall_ms;
+		if (now >= deadline) {
+			con->dropping = 1;
+			return 0;
+		}
+		ts.tv_sec = (time_t)(deadline / 1000);
+		ts.tv_nsec = (long)(deadline % 1000) * 1000000;
+		pthread_cond_timedwait(&con->space, &con->lock, &ts);
+	}
+	return 1;
+}
+
 void console_out_put(struct console *con, uint8_t byte)
 {
 	int notify = 0;
 
 	pthread_mutex_lock(&con->lock);
-	for (unsigned gen = con->release_gen; con->out.len >= con->out_limit && gen == con->release_gen && !con->closed &&
-					     !con->held;)
-		pthread_cond_wait(&con->space, &con->lock);
-	if (byte_ring_put(&con->out, &byte, 1))
+	gap_end_if_drained(con);
+	if (!con->dropping)
+		(void)wait_room(con, 1);	/* cut short: the byte goes into the reserve */
+	if (con->dropping) {
+		con->gap++;
+		con->out_dropped++;
+	} else if (byte_ring_put(&con->out, &byte, 1)) {
 		con->out_total++;
-	else
+	} else {
 		con->out_dropped++;	/* only when more than the reserve was written across pauses */
+	}
 	if (!con->out_notified) {
 		con->out_notified = 1;
 		notify = 1;
@@ -92,6 +161,8 @@ size_t console_out_read(struct console *con, uint8_t *buf, size_t len)
 
 	pthread_mutex_lock(&con->lock);
 	n = byte_ring_get(&con->out, buf, len);
+	if (n)
+		con->full_since_ms = 0;	/* the reader reads: a writer's wait for it starts again */
 	if (con->out.len == 0)
 		con->out_notified = 0;
 	if (n)
@@ -111,10 +182,17 @@ int console_out_offer(struct console *con, const uint8_t *data, size_t len)
 	size_t n;
 
 	pthread_mutex_lock(&con->lock);
-	if (con->out.len && con->out.len + len > con->out_limit) {
+	gap_end_if_drained(con);
+	if (!con->dropping && wait_room(con, len) < 0) {
 		con->space_wanted = 1;
 		pthread_mutex_unlock(&con->lock);
 		return 0;
+	}
+	if (con->dropping) {
+		con->gap += len;
+		con->out_dropped += len;
+		pthread_mutex_unlock(&con->lock);
+		return 1;
 	}
 	n = byte_ring_put(&con->out, data, len);
 	con->out_total += n;

@@ -3,9 +3,11 @@
  * transmit queue's buffers go into the VM's console output ring whole, one VM exit per buffer instead of one per
  * byte as on the UART; the receive queue's buffers are filled from the console's input queue.
  *
- * The guest never waits inside the VMM: when a transmit buffer does not fit under the console's limit it is put
- * back on the avail ring (taken again later, in order) and the console calls back once its reader has made room.
- * Nothing is half-taken, so a snapshot never has to remember a partly copied buffer.
+ * A transmit buffer that does not fit under the console's limit waits for a reader that reads, at most the console's
+ * stall time (console.h); a stalled reader's buffers are taken and dropped, so the guest (Linux's hvc0 spins with
+ * interrupts off) always gets them back. Only a pause cuts the wait short: then the buffer is put back on the avail
+ * ring (taken again later, in order) and the console calls back once its reader has made room. Nothing is
+ * half-taken, so a snapshot never has to remember a partly copied buffer.
  */
 #include "console.h"
 #include "guest_mem.h"

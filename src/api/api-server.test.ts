@@ -341,9 +341,9 @@ describe('API transport', () => {
     const busy = await client.request('POST', `/api/v1/vms/${BROKEN}/pause`).catch((e: unknown) => e);
     expect(busy).toMatchObject({ status: 409, code: 'EBUSY', message: 'cannot pause: a checkpoint is in progress' });
     const full = await raw({ socketPath }, 'POST', `/api/v1/vms/${BROKEN}/reset`);
-    expect(full.status).toBe(503);
+    expect(full.status).toBe(507);
     expect(s.ApiError.parse(JSON.parse(full.text)).error).toEqual({
-      code: 503,
+      code: 507,
       message: 'writing the memory layer: No space left on device',
       reason: 'ENOSPC',
     });

@@ -15,11 +15,11 @@ describe('the status of a failure by its errno name', () => {
     ['E2BIG', 400],
     ['ENAMETOOLONG', 400],
     ['ENOMEM', 503],
-    ['ENOSPC', 503],
+    ['ENOSPC', 507],
     ['EMFILE', 503],
     ['ENFILE', 503],
     ['EAGAIN', 503],
-    ['EDQUOT', 503],
+    ['EDQUOT', 507],
     ['EACCES', 403],
     ['EPERM', 403],
   ])('%s is %i', (code, status) => {

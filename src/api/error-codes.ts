@@ -1,7 +1,7 @@
 // What kind of failure an error is, by its errno name (`err.code`: 'EBUSY'), and the HTTP status that kind becomes
 // (docs/engine.md, "API errors"). The VMM's errors carry these codes from C (native/vmm/error.h) through the binding
 // and the vmhost; the engine's own file and socket calls carry Node's. A known kind is never a 500.
-export type FailureStatus = 400 | 403 | 404 | 409 | 503;
+export type FailureStatus = 400 | 403 | 404 | 409 | 503 | 507;
 
 const KINDS: Record<FailureStatus, readonly string[]> = {
   /** The request is wrong: a value out of range, a file that is not what it should be, a name too long. */
@@ -16,7 +16,9 @@ const KINDS: Record<FailureStatus, readonly string[]> = {
   /** Busy, or in a state that conflicts: a checkpoint holds the VM, it is paused already, the file exists. */
   409: ['EBUSY', 'EEXIST', 'EALREADY', 'EINPROGRESS', 'ENOTEMPTY', 'ETXTBSY'],
   /** The host ran out of something; the same request may work later. */
-  503: ['ENOMEM', 'ENOSPC', 'EDQUOT', 'EMFILE', 'ENFILE', 'EAGAIN', 'ENOBUFS'],
+  503: ['ENOMEM', 'EMFILE', 'ENFILE', 'EAGAIN', 'ENOBUFS'],
+  /** The data dir's file system is full, or at the engine's reserve (Insufficient Storage): remove something first. */
+  507: ['ENOSPC', 'EDQUOT'],
 };
 
 const STATUS_OF = new Map<string, FailureStatus>(

@@ -193,8 +193,12 @@ describe('slow viewers', () => {
     await hub.settled();
     expect(slow.screens.map((screen) => screen.reason)).toEqual(['attach', 'resync']);
     expect(Buffer.concat(fast.outputs).toString()).toBe(Buffer.concat(chunks).toString());
+    // After its screen, the slow viewer is told what it missed: the chunks it was not sent, the one that came with
+    // its resync included (the screen shows it).
+    const missed = Buffer.concat(chunks.slice(10, 21)).length;
+    expect(slow.outputs[0]!.toString()).toBe(`\r\n[smol: ${missed} bytes dropped: this viewer fell behind]\r\n`);
     const final = await terminalText(chunks);
-    expect(await terminalText(slow.shown())).toBe(final);
+    expect(await terminalText([slow.screens[1]!.serialized, ...slow.outputs.slice(1)])).toBe(final);
     expect(await terminalText(fast.shown())).toBe(final);
   });
 
@@ -209,7 +213,8 @@ describe('slow viewers', () => {
     slow.lag = 0;
     await vi.waitFor(() => expect(slow.screens).toHaveLength(2), { timeout: 2000, interval: 20 });
     expect(slow.screens[1]!.reason).toBe('resync');
-    expect(await terminalText(slow.shown())).toBe('missed\n$');
+    expect(slow.outputs.map(String)).toEqual(['\r\n[smol: 10 bytes dropped: this viewer fell behind]\r\n']);
+    expect(await terminalText([slow.screens[1]!.serialized])).toBe('missed\n$');
   });
 
   it('a flood faster than the screen parses still ends on the right screen for the hub and every viewer', async () => {

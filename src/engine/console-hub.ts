@@ -1,6 +1,7 @@
 // One VM's console in the engine (docs/engine.md, "Consoles"): the guest's output goes to a ring buffer (logs), a
 // headless xterm (the screen a viewer gets first), the asciicast recording and every attached viewer, in that order.
-// A viewer that falls behind is skipped and later sent the screen again, so no viewer holds up the guest or the others.
+// A viewer that falls behind is skipped and later sent the screen again, then a marker line saying how many bytes it
+// missed, so no viewer holds up the guest or the others.
 import addonSerialize from '@xterm/addon-serialize';
 import xtermHeadless from '@xterm/headless';
 import type { ConsoleAttachment, ConsoleViewer } from '../api/engine-api.js';
@@ -165,6 +166,13 @@ interface Attached {
   viewer: ConsoleViewer;
   /** `syncing`: waiting for its screen; `lagging`: skipped until its backlog drains. */
   state: 'syncing' | 'live' | 'lagging';
+  /** The output offset it had been sent everything before, when it began to lag (null: it is not behind). */
+  lagFrom: number | null;
+}
+
+/** The line a viewer gets after its resync: how much output it missed (docs/engine.md, "Console back-pressure"). */
+export function viewerDropMarker(count: number): Buffer {
+  return Buffer.from(`\r\n[smol: ${count} bytes dropped: this viewer fell behind]\r\n`);
 }
 
 export class ConsoleHub {
@@ -176,6 +184,8 @@ export class ConsoleHub {
   readonly #recording: AsciicastRecording;
   readonly #viewers = new Set<Attached>();
   #lagTimer: NodeJS.Timeout | null = null;
+  /** Output bytes pushed so far. */
+  #pushed = 0;
   #closing: Promise<void> | null = null;
   #closedReason = '';
 
@@ -196,14 +206,17 @@ export class ConsoleHub {
   /** Guest output: kept for logs and the screen, recorded, and passed to every viewer that keeps up. */
   push(chunk: Buffer): void {
     if (this.#closing || chunk.length === 0) return;
+    this.#pushed += chunk.length;
     this.#ring.write(chunk);
     this.#recording.output(chunk);
     this.#mirror.write(chunk);
     for (const attached of [...this.#viewers]) {
       if (attached.state === 'live') {
         const backlog = this.#call(attached, (viewer) => viewer.backlog());
-        if (backlog !== undefined && backlog > this.#lagBytes) this.#lag(attached);
-        else if (backlog !== undefined) this.#call(attached, (viewer) => viewer.output(chunk));
+        if (backlog !== undefined && backlog > this.#lagBytes) {
+          attached.lagFrom = this.#pushed - chunk.length;
+          this.#lag(attached);
+        } else if (backlog !== undefined) this.#call(attached, (viewer) => viewer.output(chunk));
       } else if (attached.state === 'lagging') {
         this.#resyncIfDrained(attached);
       }
@@ -263,7 +276,7 @@ export class ConsoleHub {
       viewer.closed(this.#closedReason);
       return { write: () => undefined, detach: () => undefined };
     }
-    const attached: Attached = { viewer, state: 'syncing' };
+    const attached: Attached = { viewer, state: 'syncing', lagFrom: null };
     this.#viewers.add(attached);
     this.#sync(attached, 'attach');
     return {
@@ -294,8 +307,13 @@ export class ConsoleHub {
       if (!this.#viewers.has(attached)) return;
       attached.state = 'live';
       const { serialized } = this.#mirror.screen();
+      // The screen stands for the output up to the chunks after it; what it covers past lagFrom the viewer missed.
+      const shownUpTo = this.#pushed - after.reduce((sum, chunk) => sum + chunk.length, 0);
+      const missed = attached.lagFrom === null ? 0 : Math.max(0, shownUpTo - attached.lagFrom);
+      attached.lagFrom = null;
       this.#call(attached, (viewer) => {
         viewer.screen(serialized, reason);
+        if (missed > 0) viewer.output(viewerDropMarker(missed));
         for (const chunk of after) viewer.output(chunk);
       });
     });

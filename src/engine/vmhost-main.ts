@@ -1,10 +1,14 @@
 // A vmhost: the child process that holds the native module and the VMs of one episode (docs/engine.md,
 // "Processes"). It does what the engine asks and reports console output and exits; it keeps no state of its own
 // beyond the live VMs, so when it dies the engine loses only those VMs, never a snapshot.
-import { Vm } from '../vmm/vm.js';
+import { Vm, type DeviceResources } from '../vmm/vm.js';
 import { loadNative, type JailStatus } from '../vmm/native.js';
 import { engineChannel } from './vmhost-parent.js';
-import { errorData } from '../api/error-codes.js';
+import { rmSync } from 'node:fs';
+import path from 'node:path';
+import { codeOf, errorData } from '../api/error-codes.js';
+import { diskSpace, formatBytes, MAKE_ROOM, requireDiskReserve } from './disk-space.js';
+import { ConsoleCredit } from './console-credit.js';
 import {
   HOST_OPS,
   type HostMessageIn,
@@ -76,9 +80,17 @@ function send(message: HostMessageOut): void {
   engine.send(message);
 }
 
+/** Console output in flight to the engine, bounded (console-credit.ts); SMOL_CONSOLE_IN_FLIGHT sets the bound. */
+const consoleCredit = new ConsoleCredit(
+  (vm, data) => send({ kind: 'console', vm, data }),
+  (held) => vms.forEach((vm) => vm.holdConsole(held)),
+  process.env.SMOL_CONSOLE_IN_FLIGHT ? Number(process.env.SMOL_CONSOLE_IN_FLIGHT) : undefined,
+);
+
 function adopt(id: string, vm: Vm): void {
   vms.set(id, vm);
-  vm.on('console', (data) => send({ kind: 'console', vm: id, data }));
+  if (consoleCredit.held) vm.holdConsole(true);
+  vm.on('console', (data) => consoleCredit.output(id, data));
   vm.on('exit', (exit) => {
     vms.delete(id);
     send({ kind: 'exit', vm: id, exit });
@@ -128,14 +140,44 @@ const service: VmHostService = {
   },
   network: async ({ vm, after }) => vmOf(vm).network(after ?? 0),
   write: async ({ vm, data }) => writeInput(vm, Buffer.from(data)),
+  async consoleTaken({ bytes }) {
+    consoleCredit.taken(bytes);
+  },
   flatten: ({ path }) => loadNative().flattenDiskLayer(path),
-  checkpoint: ({ vm, dir, resources }, progress) =>
-    vmOf(vm).checkpoint(dir, (p) => progress?.(p.done, p.total), { resources }),
+  checkpoint: ({ vm, dir, resources }, progress) => checkpoint(vm, dir, resources, progress),
   async fork({ vm, resources, children }) {
+    // Children with disks write new layers from their first instruction: refused below the reserve (disk-space.ts).
+    const layer = children.flatMap((child) => Object.values(child.resources)).find((r) => r && 'path' in r);
+    if (layer && 'path' in layer) requireDiskReserve(path.dirname(String(layer.path)), `a fork of ${vm} with disks`);
     const made = await vmOf(vm).fork(children.length, { resources, children: children.map((c) => c.resources) });
     made.forEach((child, i) => adopt(children[i]!.vm, child));
   },
 };
+
+/**
+ * A checkpoint; one that runs out of space (ENOSPC) leaves nothing half-written (its directory is removed; the VM
+ * goes on running) and says how much it needed at most (the guest's memory) and how much was free.
+ */
+async function checkpoint(id: string, dir: string, resources: DeviceResources, progress?: HostProgress) {
+  const vm = vmOf(id);
+  requireDiskReserve(path.dirname(dir), `a checkpoint of ${id}`);
+  try {
+    return await vm.checkpoint(dir, (p) => progress?.(p.done, p.total), { resources });
+  } catch (error) {
+    if (codeOf(error) !== 'ENOSPC' && codeOf(error) !== 'EDQUOT') throw error;
+    rmSync(dir, { recursive: true, force: true });
+    const needed = await vm.memoryStats().then(
+      (stats) => formatBytes(stats.guestBytes),
+      () => 'its memory',
+    );
+    const { freeBytes } = diskSpace(path.dirname(dir));
+    const message =
+      `no space left on device: the checkpoint of ${id} needed up to ${needed} (its memory) and ` +
+      `${formatBytes(freeBytes)} was free in ${path.dirname(dir)}; nothing was kept and the VM goes on ` +
+      `(${(error as Error).message}); ${MAKE_ROOM}`;
+    throw Object.assign(new Error(message), { code: codeOf(error) });
+  }
+}
 
 const known = new Set<string>(HOST_OPS);
 

@@ -29,6 +29,8 @@ export interface VmHostService {
   network(args: { vm: string; after?: number }): Promise<NetworkInfo | null>;
   /** Queues console input; answers how many bytes wait for room in the VMM's queue. */
   write(args: { vm: string; data: Buffer }): Promise<number>;
+  /** The engine took this many bytes of console output (console-credit.ts: what bounds output in flight). */
+  consoleTaken(args: { bytes: number }): Promise<void>;
   /** Flattens a frozen disk layer (docs/disks.md, "Flattening"); no VM involved. */
   flatten(args: { path: string }): Promise<{ depthBefore: number; depthAfter: number; bytes: number }>;
   /** `resources['virtio-blk']`: the layer a VM with a disk writes to after the checkpoint froze the one it wrote. */
@@ -63,6 +65,7 @@ export const HOST_OPS = [
   'sample',
   'network',
   'write',
+  'consoleTaken',
   'flatten',
   'checkpoint',
   'fork',

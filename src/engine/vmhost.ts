@@ -16,6 +16,9 @@ import type {
   VmHostService,
 } from './vmhost-protocol.js';
 
+const TAKEN_EVERY_MS = 50;
+const TAKEN_BATCH_BYTES = 2 ** 20;
+
 interface VmHostEvents {
   console: [vm: string, data: Buffer];
   exit: [vm: string, exit: VmExit];
@@ -37,6 +40,9 @@ export class VmHost extends EventEmitter<VmHostEvents> {
   #closing = false;
   #dead: string | null = null;
   #disconnected = false;
+  /** Console bytes received and not yet reported taken (consoleTaken calls, batched: TAKEN_EVERY_MS or 1 MiB). */
+  #taken = 0;
+  #takenTimer: NodeJS.Timeout | null = null;
   /** What the vmhost's jail put in force (null: SMOL_JAIL=0), once it is ready. */
   jail: JailStatus | null = null;
 
@@ -134,6 +140,7 @@ export class VmHost extends EventEmitter<VmHostEvents> {
           message.vm,
           Buffer.from(message.data.buffer, message.data.byteOffset, message.data.length),
         );
+        this.#tookConsole(message.data.length);
         break;
       case 'exit':
         this.emit('exit', message.vm, message.exit);
@@ -142,6 +149,24 @@ export class VmHost extends EventEmitter<VmHostEvents> {
         this.jail = message.jail ?? null;
         break;
     }
+  }
+
+  /**
+   * Tells the vmhost what was taken, so that it goes on reading its VMs' consoles (console-credit.ts): a few times a
+   * second, or at once when 1 MiB has come, so a guest printing a byte at a time does not cost a reply per byte.
+   */
+  #tookConsole(bytes: number): void {
+    this.#taken += bytes;
+    if (this.#taken >= TAKEN_BATCH_BYTES) this.#reportTaken();
+    else if (!this.#takenTimer) this.#takenTimer = setTimeout(() => this.#reportTaken(), TAKEN_EVERY_MS).unref();
+  }
+
+  #reportTaken(): void {
+    if (this.#takenTimer) clearTimeout(this.#takenTimer);
+    this.#takenTimer = null;
+    const bytes = this.#taken;
+    this.#taken = 0;
+    if (bytes > 0 && this.alive) this.call('consoleTaken', { bytes }).catch(() => undefined);
   }
 
   #onExit(how: string): void {

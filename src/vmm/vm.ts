@@ -180,6 +180,16 @@ export class Vm extends EventEmitter<VmEvents> {
     return bytes.length === 0 ? 0 : this.#vm().writeConsole(bytes);
   }
 
+  /**
+   * Stops (true) or resumes (false) the delivery of console output. While it is held the VMM's ring fills; a guest
+   * then waits for room at most a moment before its output is dropped and later marked (docs/vmm.md, "Console output
+   * and a slow reader"). Nothing once the VM has exited.
+   */
+  holdConsole(held: boolean): void {
+    const native = this.#native as (NativeVm & { holdConsole(held: boolean): void }) | null;
+    if (!this.#exit && native) native.holdConsole(held);
+  }
+
   #vm(): NativeVm {
     if (!this.#native) throw new Error('the VM is still being created');
     return this.#native;
