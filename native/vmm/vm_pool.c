@@ -7,9 +7,9 @@
  * A VM is never given back: one that ran is destroyed as before, so nothing passes from one VM to another.
  *
  * How many are kept follows demand: the largest batch of the last 30 seconds, at most `max` (SMOL_VM_POOL, default
- * 64; 0 turns it off). A fork(n) announces a batch of n (vm_pool_want); other creates and restores count as a batch
- * of as many as came in the last 100 ms (one at a time but quickly, they need more than one ready: a refill takes
- * about 10 ms). A background thread (smol-vm-pool) tops the pool up with up to 8 helper threads at once (the
+ * 64; 0 turns it off). A fork(n) announces a batch of n (vm_pool_want) and other creates and restores are batches
+ * of one, to which the takes of the last 100 ms are added (one at a time but quickly, they need more than one
+ * ready: a refill takes about 10 ms). A background thread (smol-vm-pool) tops the pool up with up to 8 helper threads at once (the
  * kernel's wait overlaps, so 8 take about as long as one), at once, except while a fork takes a batch the pool has
  * enough for (making VMs then would compete with it for the CPU). It closes the VMs demand no longer needs. A second thread (smol-vm-reaper)
  * closes the VMs that are destroyed (vm_pool_release): a KVM VM's last close takes 15 to 30 ms in the kernel (its
@@ -102,6 +102,17 @@ static unsigned target_locked(void)
 		if (now - pool.bucket_second[i] < POOL_WINDOW_S && pool.bucket_count[i] > peak)
 			peak = pool.bucket_count[i];
 	return peak < pool.max ? peak : pool.max;
+}
+
+/* Takes in the last POOL_RATE_MS: one at a time, but that quickly, they need as many ready (a refill takes ~10 ms). */
+static unsigned recent_locked(void)
+{
+	double now = trace_now_ms();
+	unsigned n = 0;
+
+	for (int i = 0; i < POOL_RECENT; i++)
+		n += pool.recent[i] && now - pool.recent[i] < POOL_RATE_MS;
+	return n;
 }
 
 static void note_demand_locked(unsigned batch)
@@ -268,16 +279,10 @@ int vm_pool_take(void)
 	}
 	pool.last_take_ms = trace_now_ms();
 	pool.recent[pool.next_recent++ % POOL_RECENT] = pool.last_take_ms;
-	if (pool.outstanding) {
+	if (pool.outstanding)
 		pool.outstanding--;
-	} else {
-		/* One at a time, but quickly: as many as came in the last POOL_RATE_MS (a refill takes about 10 ms). */
-		unsigned n = 0;
-
-		for (int i = 0; i < POOL_RECENT; i++)
-			n += pool.recent[i] && pool.last_take_ms - pool.recent[i] < POOL_RATE_MS;
-		note_demand_locked(n);
-	}
+	else
+		note_demand_locked(recent_locked());
 	if (pool.ready) {
 		fd = pool.vm_fds[--pool.ready];
 		pool.taken++;
@@ -347,7 +352,7 @@ void vm_pool_want(unsigned n)
 	pthread_mutex_lock(&pool.lock);
 	configure_locked();
 	if (pool.max && !pool.stop && n) {
-		note_demand_locked(n);
+		note_demand_locked(n + recent_locked());	/* forks of one child each, quickly, need more than one */
 		pool.outstanding = n;
 		start_locked();
 	}
