@@ -1,7 +1,7 @@
 // The engine (docs/engine.md): episodes and their VMs, each episode's VMs in one vmhost process, snapshots in the
 // store, consoles in hubs. This file is the API's operations; engine-core.ts is the machinery under them. Every
 // change is persisted before it is announced, and announced as an event.
-import { readFile, rm } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import {
   ApiFailure,
@@ -267,6 +267,8 @@ export class Engine extends EngineCore implements EngineApi {
   async packMachine(request: PackMachineRequest): Promise<PackMachineResponse> {
     const vm = this.#vmOrNull(request.source);
     const out = path.resolve(request.path);
+    // Checked before a running VM is checkpointed for it: a path that cannot be written costs nothing.
+    await this.#packDestination(out);
     let snapshot: Snapshot;
     let screen: string | null = null;
     if (vm) {
@@ -293,6 +295,25 @@ export class Engine extends EngineCore implements EngineApi {
     });
     this.options.log(`engine: packed ${snapshot.id} into ${out} (${bytes} bytes)`);
     return { path: out, bytes, snapshot, memoryData: manifest.totals.memoryData, layers: manifest.snapshots.length };
+  }
+
+  /**
+   * Where a packed file may go: into a folder that exists, or `SMOL_HOME/exports/` (the UI's default), which is made
+   * when missing. Any other missing folder is refused rather than made (a mistyped path would leave folders behind).
+   */
+  async #packDestination(out: string): Promise<void> {
+    const folder = path.dirname(out);
+    const exports = path.join(this.options.home, 'exports');
+    if (folder === exports) await mkdir(exports, { recursive: true });
+    const info = await stat(folder).catch(() => null);
+    if (!info)
+      throw new ApiFailure(
+        400,
+        `cannot write ${out}: the folder ${folder} does not exist (the engine makes only ${exports} by itself)`,
+      );
+    if (!info.isDirectory()) throw new ApiFailure(400, `cannot write ${out}: ${folder} is not a folder`);
+    if ((await stat(out).catch(() => null))?.isDirectory())
+      throw new ApiFailure(400, `cannot write ${out}: it is a folder; name the file to write`);
   }
 
   /**
