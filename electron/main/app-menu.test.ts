@@ -21,9 +21,9 @@ const episode = (id: string, name: string, states: Vm['state'][]) =>
 describe('the application menu', () => {
   it('sends the renderer the command of each action', () => {
     const { sent, all } = menu();
-    for (const label of ['New Episode…', 'Checkpoint…', 'Fork…', 'Restore to Selected Snapshot…', 'Command Palette'])
-      click(all.find((item) => item.label === label));
-    expect(sent).toEqual(['new', 'checkpoint', 'fork', 'restore', 'palette']);
+    const labels = ['New Episode…', 'Open Machine…', 'Checkpoint…', 'Fork…', 'Restore to Selected Snapshot…'];
+    for (const label of [...labels, 'Command Palette']) click(all.find((item) => item.label === label));
+    expect(sent).toEqual(['new', 'open-machine', 'checkpoint', 'fork', 'restore', 'palette']);
   });
 
   it('leaves plain Ctrl keys to the guest console', () => {

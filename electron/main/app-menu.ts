@@ -6,7 +6,16 @@ import type { MenuItemConstructorOptions } from 'electron';
 import type { Episode } from '../../src/api/schema.js';
 
 /** Commands the menu sends: ids of renderer/src/commands.ts, plus `palette` and `search`. */
-export const MENU_COMMANDS = ['new', 'checkpoint', 'fork', 'restore', 'back', 'palette', 'search'] as const;
+export const MENU_COMMANDS = [
+  'new',
+  'open-machine',
+  'checkpoint',
+  'fork',
+  'restore',
+  'back',
+  'palette',
+  'search',
+] as const;
 export type MenuCommand = (typeof MENU_COMMANDS)[number] | `open:${string}`;
 
 export interface MenuActions {
@@ -22,6 +31,7 @@ export function appMenuTemplate(actions: MenuActions, options: { dev: boolean })
       label: '&File',
       submenu: [
         { label: 'New Episode…', accelerator: 'CmdOrCtrl+Shift+N', click: send('new') },
+        { label: 'Open Machine…', accelerator: 'CmdOrCtrl+Shift+O', click: send('open-machine') },
         { type: 'separator' },
         { label: 'Open Data Folder', click: () => actions.openDataDir() },
         { label: 'Open Engine Log', click: () => actions.openLog() },

@@ -26,6 +26,8 @@ export interface BridgeHost {
   push(message: PushMessage): void;
   openExternal(url: string): void;
   operationDone(title: string, ok: boolean): void;
+  /** The native save dialog, starting at `defaultPath`: the path chosen, or null when cancelled. */
+  chooseSavePath(defaultPath: string): Promise<string | null>;
   /** A refused message: logged, never answered with details the sender could use. */
   refused(why: string): void;
 }
@@ -83,6 +85,8 @@ export class IpcBridge {
         const { title, ok } = p as { title: string; ok: boolean };
         return void this.host.operationDone(title, ok);
       }
+      case CHANNELS.chooseSavePath:
+        return this.host.chooseSavePath((p as { defaultPath: string }).defaultPath);
     }
   }
 

@@ -38,6 +38,9 @@ describe('IPC from the renderer', () => {
     expect(checkIpc(CHANNELS.consoleWrite, app, { stream: 0, data: 'x' }).ok).toBe(false);
     expect(checkIpc(CHANNELS.consoleWrite, app, { stream: 1, data: new Uint8Array(2 << 20) }).ok).toBe(false);
     expect(checkIpc(CHANNELS.consoleWrite, app, { stream: 1, data: new Uint8Array([104, 105]) }).ok).toBe(true);
+    expect(checkIpc(CHANNELS.chooseSavePath, app, { defaultPath: '/h/exports/a-b.smolmachine' }).ok).toBe(true);
+    expect(checkIpc(CHANNELS.chooseSavePath, app, { defaultPath: '' }).ok).toBe(false);
+    expect(checkIpc(CHANNELS.chooseSavePath, app, { defaultPath: 'x'.repeat(5000) }).ok).toBe(false);
     expect(checkIpc('smol:eval' as never, app, {}).ok).toBe(false);
   });
 

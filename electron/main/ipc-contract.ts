@@ -15,6 +15,7 @@ export const CHANNELS = {
   consoleClose: 'smol:console-close',
   openExternal: 'smol:open-external',
   operationDone: 'smol:operation-done',
+  chooseSavePath: 'smol:choose-save-path',
 } as const;
 
 /** Main → renderer. */
@@ -59,6 +60,7 @@ export const PAYLOADS = {
   [CHANNELS.consoleClose]: z.strictObject({ stream: StreamId }),
   [CHANNELS.openExternal]: z.strictObject({ url: z.string().max(4096) }),
   [CHANNELS.operationDone]: z.strictObject({ title: z.string().min(1).max(200), ok: z.boolean() }),
+  [CHANNELS.chooseSavePath]: z.strictObject({ defaultPath: z.string().min(1).max(4096) }),
 } as const;
 
 export type Channel = keyof typeof PAYLOADS;

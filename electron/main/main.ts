@@ -7,6 +7,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
   app,
   BrowserWindow,
+  dialog,
   ipcMain,
   Menu,
   nativeImage,
@@ -112,12 +113,20 @@ function createWindow(engine: EngineLink): BrowserWindow {
       if (shouldNotify(visible) && Notification.isSupported())
         new Notification({ title: ok ? 'Done' : 'Failed', body: title, silent: ok }).show();
     },
+    chooseSavePath: async (defaultPath) => {
+      const chosen = await dialog.showSaveDialog(win, {
+        defaultPath,
+        filters: [{ name: 'Smol machines', extensions: ['smolmachine'] }],
+        properties: ['createDirectory', 'showOverwriteConfirmation'],
+      });
+      return chosen.canceled || !chosen.filePath ? null : chosen.filePath;
+    },
     refused: (why) => console.warn(`smol: refused IPC: ${why}`),
   });
   const frameOf = (event: Electron.IpcMainEvent | Electron.IpcMainInvokeEvent) =>
     event.senderFrame ? { url: event.senderFrame.url, isMainFrame: event.senderFrame === contents.mainFrame } : null;
   for (const channel of Object.values(CHANNELS)) {
-    if (channel === CHANNELS.request || channel === CHANNELS.consoleOpen)
+    if (channel === CHANNELS.request || channel === CHANNELS.consoleOpen || channel === CHANNELS.chooseSavePath)
       ipcMain.handle(channel, (event, payload: unknown) =>
         event.sender === contents ? bridge.handle(channel, frameOf(event), payload) : undefined,
       );

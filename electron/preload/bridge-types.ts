@@ -22,4 +22,8 @@ export interface SmolBridge {
   operationDone(title: string, ok: boolean): void;
   /** Commands from the application menu and the tray (ids of renderer/src/commands.ts, `palette`, `search`). */
   onMenuCommand(listener: (command: string) => void): () => void;
+  /** The native save dialog (main's), starting at `defaultPath`: the chosen path, or null when cancelled. */
+  chooseSavePath(defaultPath: string): Promise<string | null>;
+  /** The path of a file dropped on the window ('' when it is not a file on disk): Electron's webUtils. */
+  pathForFile(file: File): string;
 }

@@ -7,7 +7,7 @@ import type { SmolBridge } from './bridge-types.js';
 
 // A sandboxed preload is CommonJS run by Electron's own loader: `require` is how it gets the electron module.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const { contextBridge, ipcRenderer } = require('electron') as typeof import('electron');
+const { contextBridge, ipcRenderer, webUtils } = require('electron') as typeof import('electron');
 
 const listen = <T,>(channel: string, listener: (payload: T) => void): (() => void) => {
   const wrapped = (_event: IpcRendererEvent, payload: T) => listener(payload);
@@ -27,6 +27,9 @@ const bridge: SmolBridge = {
   openExternal: (url) => ipcRenderer.send('smol:open-external', { url }),
   operationDone: (title, ok) => ipcRenderer.send('smol:operation-done', { title, ok }),
   onMenuCommand: (listener) => listen('smol:menu-command', listener),
+  chooseSavePath: (defaultPath) => ipcRenderer.invoke('smol:choose-save-path', { defaultPath }),
+  // The file's path on this machine, or '' for one that is not a file on disk; no IPC (Electron's renderer-side call).
+  pathForFile: (file) => webUtils.getPathForFile(file),
 };
 
 contextBridge.exposeInMainWorld('smolBridge', bridge);

@@ -2,7 +2,9 @@
 import { useEffect } from 'react';
 import { useApp, useAppState } from './app-context.js';
 import { pruneConsoleSessions } from './console/console-sessions.js';
+import { installMachineDrop } from './machine-drop.js';
 import { installShortcuts } from './shortcuts.js';
+import { smolBridge } from './transport/electron-transport.js';
 import { closeEpisode, setPaletteOpen } from './store/selection.js';
 import { CommandPalette } from './views/CommandPalette.js';
 import { Dialogs } from './views/Dialogs.js';
@@ -43,6 +45,7 @@ export function App() {
   const app = useApp();
   const episodeId = useAppState((s) => s.episodeId);
   useEffect(() => installShortcuts(app), [app]);
+  useEffect(() => installMachineDrop(app.store, window, smolBridge(window)), [app]);
   // Consoles of VMs that are gone end with them.
   useEffect(
     () =>

@@ -26,7 +26,10 @@ export function commands(app: App, state: AppState): Command[] {
     if (episode) list.push({ id: 'back', title: 'Back to episodes', keys: 'Esc', run: () => closeEpisode(store) });
     return list;
   }
-  const list: Command[] = [{ id: 'new', title: 'New episode…', keys: 'N', run: () => dialog({ kind: 'new-episode' }) }];
+  const list: Command[] = [
+    { id: 'new', title: 'New episode…', keys: 'N', run: () => dialog({ kind: 'new-episode' }) },
+    { id: 'open-machine', title: 'Open machine…', run: () => dialog({ kind: 'open-machine' }) },
+  ];
   if (episode)
     list.push({
       id: 'back',
@@ -62,6 +65,12 @@ export function commands(app: App, state: AppState): Command[] {
       title: `Reset ${vm.name} to a clean machine`,
       run: () => void operations.reset(vm.id),
     });
+    if (live || vm.snapshot)
+      list.push({
+        id: 'export-vm',
+        title: `Export VM ${vm.name}…`,
+        run: () => dialog({ kind: 'export', source: { vmId: vm.id } }),
+      });
     list.push({ id: 'remove-vm', title: `Remove VM ${vm.name}`, run: () => operations.removeVm(vm.id) });
     if (snapshot) {
       list.push({
@@ -77,6 +86,11 @@ export function commands(app: App, state: AppState): Command[] {
       id: 'fork-snapshot',
       title: `Fork from snapshot ${snapshot.name}…`,
       run: () => dialog({ kind: 'fork', vmId: null, snapshotId: snapshot.id }),
+    });
+    list.push({
+      id: 'export-snapshot',
+      title: `Export snapshot ${snapshot.name}…`,
+      run: () => dialog({ kind: 'export', source: { snapshotId: snapshot.id } }),
     });
     if (snapshot.kind !== 'base') {
       list.push({

@@ -50,7 +50,11 @@ export type Dialog =
   | { kind: 'fork'; vmId: string | null; snapshotId: string | null }
   | { kind: 'restore'; vmId: string; snapshotId: string }
   /** Deleting more episodes than BULK_CONFIRM at once asks first. */
-  | { kind: 'confirm-delete'; episodeIds: string[] };
+  | { kind: 'confirm-delete'; episodeIds: string[] }
+  /** Pack a VM or a snapshot into a .smolmachine file (docs/smolmachine.md). */
+  | { kind: 'export'; source: { vmId: string } | { snapshotId: string } }
+  /** Start an episode from a .smolmachine file: a path (a dropped file's), opened at once with `start`. */
+  | { kind: 'open-machine'; path?: string; start?: boolean; note?: string };
 
 export type AppStore = StoreApi<AppState>;
 

@@ -21,8 +21,23 @@ export interface EngineState {
   timeline: Record<string, string[]>;
   /** A running operation's progress, by VM. */
   progress: Record<string, Progress>;
+  /**
+   * The latest progress of a pack or an open (MACHINE_OPERATIONS), by operation, whether or not it names a VM: what
+   * the Export and Open machine dialogs show. The engine's events do not say which request they belong to.
+   */
+  operationProgress: Record<string, Progress>;
   /** The last refused connections of each networked VM, oldest first (events, or a load of its network). */
   refusals: Record<string, NetworkRefusal[]>;
+}
+
+/** The operations whose progress is kept by operation (operationProgress) as well as by VM. */
+export const MACHINE_OPERATIONS = new Set(['pack', 'open']);
+
+/** Forgets an operation's last progress: a new one starts from nothing, not where a failed one stopped. */
+export function clearOperationProgress(state: EngineState, operation: string): EngineState {
+  return operation in state.operationProgress
+    ? { ...state, operationProgress: without(state.operationProgress, [operation]) }
+    : state;
 }
 
 /** Refusals the UI keeps per VM. */
@@ -35,6 +50,7 @@ export const emptyEngineState = (): EngineState => ({
   snapshots: {},
   timeline: {},
   progress: {},
+  operationProgress: {},
   refusals: {},
 });
 
@@ -175,10 +191,16 @@ export function applyEvent(state: EngineState, event: EngineEvent): EngineState 
     case 'snapshot.deleted':
       return countSnapshots(deleteSnapshot(state, event.id, event.episode), event.episode, -1, 0);
     case 'progress': {
-      if (!event.vm) return state;
-      if (event.done >= event.total) return { ...state, progress: without(state.progress, [event.vm]) };
       const progress = { operation: event.operation, done: event.done, total: event.total };
-      return { ...state, progress: { ...state.progress, [event.vm]: progress } };
+      const finished = event.done >= event.total;
+      const byOperation = !MACHINE_OPERATIONS.has(event.operation)
+        ? state.operationProgress
+        : finished
+          ? without(state.operationProgress, [event.operation])
+          : { ...state.operationProgress, [event.operation]: progress };
+      if (!event.vm) return { ...state, operationProgress: byOperation };
+      if (finished) return { ...state, progress: without(state.progress, [event.vm]), operationProgress: byOperation };
+      return { ...state, progress: { ...state.progress, [event.vm]: progress }, operationProgress: byOperation };
     }
     case 'vm.network.refused':
       return addRefusal(state, event.vm, event.refusal, event.refused);

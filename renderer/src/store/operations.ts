@@ -1,7 +1,10 @@
 // What the user's actions do: each calls the engine through the Transport and shows its progress and failure
 // where it happened (busy/failures by key) and in a toast. The engine's events then bring the new state; nothing
 // here guesses it, except hiding what waits to be deleted (so undo can bring it back).
+import type { ResponseOf } from '../../../src/api/operations.js';
 import type { CreateEpisodeResponse, ForkResponse, Snapshot, Vm } from '../../../src/api/schema.js';
+import { formatBytes } from '../format.js';
+import { clearOperationProgress } from './engine-state.js';
 import { call, type Transport } from '../transport/transport.js';
 import { dismissToast, toast, type AppStore } from './app-store.js';
 import { selectedVmId, shownVmIds, successorOf } from './selection.js';
@@ -41,6 +44,29 @@ export class Operations {
     );
     if (created) this.store.setState({ episodeId: created.episode.id, vmId: created.vm.id, snapshotId: null });
     return created;
+  }
+
+  /** Packs a VM or snapshot (by id) into `path` on the engine's host; the toast says where and how big. */
+  async packMachine(source: string, path: string): Promise<ResponseOf<'packMachine'> | undefined> {
+    this.store.setState((s) => ({ engine: clearOperationProgress(s.engine, 'pack') }));
+    const packed = await this.run('export', 'Exporting…', () =>
+      call(this.transport, 'packMachine', { body: { source, path } }),
+    );
+    if (packed) toast(this.store, 'info', `Exported to ${packed.path} (${formatBytes(packed.bytes)})`);
+    return packed;
+  }
+
+  /** Starts an episode from a .smolmachine file on the engine's host and opens it with its VM selected. */
+  async openMachine(path: string): Promise<CreateEpisodeResponse | undefined> {
+    this.store.setState((s) => ({ engine: clearOperationProgress(s.engine, 'open') }));
+    const opened = await this.run('open-machine', 'Opening…', () =>
+      call(this.transport, 'openMachine', { body: { path } }),
+    );
+    if (opened) {
+      this.store.setState({ episodeId: opened.episode.id, vmId: opened.vm.id, snapshotId: null });
+      toast(this.store, 'info', `Opened ${path} as episode ${opened.episode.name}`);
+    }
+    return opened;
   }
 
   async checkpoint(vmId: string, name?: string, note?: string, announce = true): Promise<Snapshot | undefined> {

@@ -1,5 +1,6 @@
 // The dialogs behind the actions: a new episode from a Smolfile, a checkpoint with a name and a note, fork N, and
-// restore (which says what happens and offers a named checkpoint first). Each shows its progress and failure in
+// restore (which says what happens and offers a named checkpoint first); Export… and Open machine… are in
+// MachineDialogs.tsx. Each shows its progress and failure in
 // place and closes when the engine answered.
 import { useEffect, useState } from 'react';
 import { useShallow } from 'zustand/react/shallow';
@@ -7,7 +8,9 @@ import type { SmolfileExamples } from '../../../src/api/schema.js';
 import { useApp, useAppState } from '../app-context.js';
 import type { Dialog } from '../store/app-store.js';
 import { call } from '../transport/transport.js';
-import { closeDialog, connected, shownVmIds } from '../store/selection.js';
+import { connected, shownVmIds } from '../store/selection.js';
+import { Failure, useClose } from './dialog-parts.js';
+import { ExportMachine, OpenMachine } from './MachineDialogs.js';
 import { Modal } from './Modal.js';
 
 const NAME_RULE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -15,20 +18,6 @@ const NAME_HELP = 'letters, digits, “.”, “_” and “-”, starting with 
 
 function nameProblem(name: string): string | null {
   return name === '' || NAME_RULE.test(name) ? null : `A name takes ${NAME_HELP}.`;
-}
-
-function useClose() {
-  const { store } = useApp();
-  return () => closeDialog(store);
-}
-
-function Failure({ on }: { on: string }) {
-  const failure = useAppState((s) => s.failures[on]);
-  return failure ? (
-    <p className="error" role="alert">
-      {failure}
-    </p>
-  ) : null;
 }
 
 function NewEpisode() {
@@ -344,5 +333,9 @@ function DialogFor({ dialog }: { dialog: Dialog }) {
       return <Restore vmId={dialog.vmId} snapshotId={dialog.snapshotId} />;
     case 'confirm-delete':
       return <ConfirmDelete episodeIds={dialog.episodeIds} />;
+    case 'export':
+      return <ExportMachine source={dialog.source} />;
+    case 'open-machine':
+      return <OpenMachine path={dialog.path} start={dialog.start} note={dialog.note} />;
   }
 }

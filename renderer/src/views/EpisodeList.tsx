@@ -165,6 +165,9 @@ export function EpisodeList() {
         >
           Delete selected
         </button>
+        <button disabled={!online} onClick={() => openDialog(store, { kind: 'open-machine' })}>
+          Open machine…
+        </button>
         <button className="primary" onClick={() => openDialog(store, { kind: 'new-episode' })}>
           New episode
         </button>

@@ -74,6 +74,13 @@ function VmActions({ vmId }: { vmId: string }) {
       >
         Reset
       </button>
+      <button
+        disabled={(!live && !vm.snapshot) || off}
+        title="Pack the VM into a .smolmachine file (a running one is checkpointed first)"
+        onClick={() => openDialog(store, { kind: 'export', source: { vmId } })}
+      >
+        Export…
+      </button>
       <button className="danger" disabled={off} onClick={() => operations.removeVm(vmId)}>
         Remove VM
       </button>

@@ -147,6 +147,13 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
           Fork from here…
         </button>
         <button
+          disabled={!online}
+          title="Pack this snapshot into a .smolmachine file"
+          onClick={() => openDialog(store, { kind: 'export', source: { snapshotId: snapshot.id } })}
+        >
+          Export…
+        </button>
+        <button
           className="danger"
           disabled={snapshot.kind === 'base' || !online}
           title={snapshot.kind === 'base' ? 'A base snapshot goes with its episodes' : undefined}
