@@ -84,7 +84,7 @@ describe('a stalled console reader never stalls a guest', { timeout: 600_000 }, 
     for (const byte of 'abc') lines.push(await roundTrip(vm, live, byte));
     expect(lines[1]!).toBeGreaterThan(lines[0]!); // it kept printing between the answers
     expect(lines[2]!).toBeGreaterThan(lines[1]!);
-    expect((await smol.getVm(vm)).state).toBe('running');
+    expect((await smol.vm(vm)).state).toBe('running');
 
     raw.resume();
     const marker = await eventually(
@@ -130,7 +130,7 @@ describe('a stalled console reader never stalls a guest', { timeout: 600_000 }, 
     expect(Number(/\d+/.exec(marker)![0])).toBeGreaterThan(0);
     const resumed = live.bytes;
     await eventually('more output after the marker', async () => (live.bytes > resumed + 2 ** 20 ? true : undefined));
-    expect((await smol.getVm(vm)).state).toBe('running');
+    expect((await smol.vm(vm)).state).toBe('running');
     live.close();
     await smol.removeVm(vm);
   });
