@@ -8,7 +8,7 @@ import { ApiFailure } from '../api/engine-api.js';
 import { imagesDir, locateDebianImage } from '../guest-build/debian-image.js';
 import { GUEST_IP_CMDLINE, updateCurrentGuest } from '../guest-build/guest-assets.js';
 import { parseSmolfile, type Smolfile } from '../smolfile/smolfile.js';
-import { planBoot, RESOLV_CONF_COMMAND } from './boot-plan.js';
+import { planBoot, prepareImage, RESOLV_CONF_COMMAND } from './boot-plan.js';
 
 let cache: string;
 let env: NodeJS.ProcessEnv;
@@ -51,6 +51,34 @@ describe('planBoot', () => {
     expect(plan.options.virtioConsole).toBe(true);
     expect(plan.agent).toBe(true);
     expect(plan.baseKey).toMatch(/^[0-9a-f]{32}$/);
+  });
+
+  it('gives each volume a disk of its image, mounts it first when baking, and keys the base on its content', async () => {
+    builtGuest();
+    const folder = path.join(cache, 'src');
+    mkdirSync(folder);
+    writeFileSync(path.join(folder, 'a.txt'), 'one');
+    mkdirSync(path.join(cache, 'data'));
+    const text = 'volumes = ["./src:/app", "./data:/data:ro"]\ninit = ["cat /app/a.txt"]\n';
+    await prepareImage(smolfile(text), () => undefined, env);
+    const plan = planBoot(smolfile(text), env);
+    expect(plan.volumes.map((v) => [v.device, v.guest, v.readOnly])).toEqual([
+      ['virtio-blk-1', '/app', false],
+      ['virtio-blk-2', '/data', true],
+    ]);
+    expect(plan.options.volumes).toEqual(plan.volumes.map((v) => ({ base: v.image })));
+    expect(plan.volumes[0]!.image).toMatch(new RegExp(`^${imagesDir(env)}/volume-[0-9a-f]{16}\\.ext4$`));
+    expect(plan.init.slice(0, 3)).toEqual([
+      expect.stringMatching(/grep -lx smol-vol1 .* mount -t ext4 \/dev\/\$\{d##\*\/\} '\/app'$/),
+      expect.stringMatching(/grep -lx smol-vol2 .* mount -t ext4 -o ro \/dev\/\$\{d##\*\/\} '\/data'$/),
+      '(cat /app/a.txt)',
+    ]);
+    // The same folders: the same base. A changed folder: another base (one episode's files never in another's).
+    expect(planBoot(smolfile(text), env).baseKey).toBe(plan.baseKey);
+    writeFileSync(path.join(folder, 'a.txt'), 'two!');
+    await prepareImage(smolfile(text), () => undefined, env);
+    expect(planBoot(smolfile(text), env).baseKey).not.toBe(plan.baseKey);
+    expect(planBoot(smolfile('init = ["cat /app/a.txt"]\n'), env).volumes).toEqual([]);
   });
 
   it("gives a networked image eth0 from ip= and the stack's resolver first, in a base of its own", () => {

@@ -25,6 +25,7 @@ import type { Smolfile } from '../smolfile/smolfile.js';
 import type { VmOptions } from '../vmm/vm.js';
 import { ApiFailure } from '../api/engine-api.js';
 import { SNAPSHOT_FORMAT } from '../vmm/snapshot-format.js';
+import { mountCommand, planVolumes, prepareVolumes, type PlannedVolume } from './volume-plan.js';
 
 export interface BootPlan {
   options: VmOptions;
@@ -34,6 +35,8 @@ export interface BootPlan {
   init: string[];
   /** The guest has the agent (an image): the VM gets a vsock device for it. */
   agent: boolean;
+  /** Its volumes (docs/disks.md, "Volumes"): options.volumes in this order, without their layers. */
+  volumes: PlannedVolume[];
 }
 
 /** A file's identity for the base key: path, size and modification time (the guest assets' names carry hashes). */
@@ -49,13 +52,7 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
     const options: VmOptions = { kernel: smolfile.kernel!, cmdline: smolfile.cmdline, ...common };
     if (smolfile.initrd) options.initrd = smolfile.initrd;
     if (namesHvcConsole(smolfile.cmdline)) options.virtioConsole = true;
-    return { options, baseKey: null, init: [], agent: false };
-  }
-  if (smolfile.volumes.length > 0) {
-    throw new ApiFailure(
-      409,
-      `${smolfile.path}: \`volumes\` are read and checked, but the engine does not attach them yet`,
-    );
+    return { options, baseKey: null, init: [], agent: false, volumes: [] };
   }
   const assets = findGuestAssets(env);
   const kernel = smolfile.kernel ?? assets.kernel;
@@ -85,6 +82,10 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
   const init = bakeCommands(oci ? withImageDefaults(smolfile, oci.config) : smolfile, { withInit: !debian });
   // The resolver first, so the Smolfile's init commands (pip install, git clone) can resolve names.
   if (net) init.unshift(RESOLV_CONF_COMMAND);
+  // The volumes are mounted before anything else, so that `init` can use them; the base is baked with them mounted.
+  const volumes = planVolumes(smolfile, env);
+  if (volumes.length > 0) options.volumes = volumes.map((volume) => ({ base: volume.image }));
+  init.unshift(...volumes.map(mountCommand));
   const baseKey = createHash('sha256')
     .update(
       JSON.stringify({
@@ -96,11 +97,15 @@ export function planBoot(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.en
         ...common,
         init,
         net, // the base's device set: a base with a network device is never restored for a VM without one
+        // Their images are named by the folders' content: a changed folder bakes a new base, never another's.
+        ...(volumes.length > 0 && {
+          volumes: volumes.map((v) => [path.basename(v.image), v.guest, v.readOnly]),
+        }),
       }),
     )
     .digest('hex')
     .slice(0, 32);
-  return { options, baseKey, init, agent: true };
+  return { options, baseKey, init, agent: true, volumes };
 }
 
 /**
@@ -191,6 +196,7 @@ export async function prepareImage(
   onProgress: ProgressCallback,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<void> {
+  await prepareVolumes(smolfile, env);
   if (smolfile.image?.kind === 'oci') {
     try {
       await ensureOciImage({ reference: smolfile.image.reference, dir: imagesDir(env), onProgress });

@@ -33,7 +33,7 @@ import {
 import { VmNetworks } from './vm-networks.js';
 import { METRICS_INTERVAL_MS, MetricsHistory, type RawSample } from './metrics.js';
 import { newId, type SnapshotStore } from './snapshot-store.js';
-import { LiveInstance } from './live-instance.js';
+import { LiveInstance, type DiskDevice } from './live-instance.js';
 import { writeNetworkConfig } from './network-config.js';
 import { VmHost } from './vmhost.js';
 import type { VmHostLauncher } from './vmhost-launcher.js';
@@ -408,19 +408,17 @@ export class EngineCore {
 
   /**
    * A new native instance of `vm` in its episode's vmhost, routed to from now on (output of older instances is
-   * dropped). Its devices' resources start with the vsock socket (used when the VM has vsock); `disk` is the layer
-   * its disk writes, when it has one.
+   * dropped). Its devices' resources start with the vsock socket (used when the VM has vsock); `disks` are the
+   * devices of its writable disks (the root disk, writable volumes), each of which gets a new layer.
    */
-  protected attach(vm: VmRecord, disk?: string): LiveInstance {
+  protected attach(vm: VmRecord, disks: readonly DiskDevice[] = []): LiveInstance {
     const hub = this.hub(vm); // before the instance exists, so none of its output is dropped
     const name = `${vm.id}#${++this.#instanceCount}`;
     const vsock = this.vsockPathOf(name);
     // A socket left by a VMM killed outright (the count restarts with the engine) must not pass for this one's.
     rmSync(vsock, { force: true });
-    const resources: DeviceResources = {
-      'virtio-vsock': { path: vsock },
-      ...(disk && { 'virtio-blk': { path: disk } }),
-    };
+    const resources: DeviceResources = { 'virtio-vsock': { path: vsock } };
+    for (const device of disks) resources[device] = { path: this.store.newDiskLayer() };
     const network = this.networkOf(vm);
     if (network) {
       // A fork child's parent still holds the Smolfile's pinned host ports: the child's forwards get fresh ones.
@@ -538,9 +536,14 @@ export class EngineCore {
    * frozen one needs an owner (else the next start-up sweep takes it); if not, the new layer, if it was made, goes.
    * Returns whether it had switched.
    */
-  protected async settleFailedDiskSwitch(live: LiveInstance, top: string, next: string): Promise<boolean> {
+  protected async settleFailedDiskSwitch(
+    live: LiveInstance,
+    top: string,
+    next: string,
+    device: DiskDevice = 'virtio-blk',
+  ): Promise<boolean> {
     if ((await readLayerHeader(top))?.frozen) {
-      live.writes(next);
+      live.writes(next, device);
       return true;
     }
     rmSync(next, { force: true });
@@ -615,7 +618,8 @@ export class EngineCore {
       await this.restoreInto(episode, vm, base, { remint: true });
       return;
     }
-    const live = this.attach(vm, plan.options.disk ? this.store.newDiskLayer() : undefined);
+    const writable = plan.volumes.filter((v) => !v.readOnly).map((v) => v.device);
+    const live = this.attach(vm, plan.options.disk ? ['virtio-blk', ...writable] : []);
     const { host, name: instance } = live;
     this.hub(vm).marker('boot');
     vm.snapshot = null;
@@ -627,6 +631,13 @@ export class EngineCore {
       if (options.disk) {
         const base = await adoptBaseImage(this.options.home, options.disk.base);
         options.disk = { base, top: live.diskTop! };
+      }
+      // Volumes (docs/disks.md, "Volumes"): each image adopted as the root disk's is, a writable one with its layer.
+      options.volumes = [];
+      for (const volume of plan.volumes) {
+        const base = await adoptBaseImage(this.options.home, volume.image);
+        if (volume.readOnly) live.volumeImages.push(base);
+        options.volumes.push({ base, ...(!volume.readOnly && { top: live.resources[volume.device]!.path }) });
       }
       await host.call('create', { vm: instance, options });
       if (!plan.baseKey) await host.call('start', { vm: instance });
@@ -673,7 +684,8 @@ export class EngineCore {
     snapshot: Snapshot,
     { paused = false, remint = false } = {},
   ): Promise<void> {
-    const live = this.attach(vm, this.store.hasDisk(snapshot.id) ? this.store.newDiskLayer() : undefined);
+    const live = this.attach(vm, this.store.diskDevices(snapshot.id));
+    live.volumeImages = this.store.volumeImages(snapshot.id);
     const { host, name: instance, resources } = live;
     try {
       await host.call('restore', { vm: instance, dir: this.store.dirFor(snapshot.id), resources });
@@ -719,7 +731,11 @@ export class EngineCore {
     const live = this.live(vm);
     const top = live.diskTop;
     const next = top ? this.store.newDiskLayer() : undefined;
-    const resources = next ? { 'virtio-blk': { path: next } } : {};
+    const resources: DeviceResources = next ? { 'virtio-blk': { path: next } } : {};
+    // Writable volumes are frozen with the root disk: the layer each wrote is the one frozen (docs/disks.md).
+    const volumes = live.diskTops.filter(([device]) => device !== 'virtio-blk');
+    const volumeNext = volumes.map(([device]) => [device, this.store.newDiskLayer()] as const);
+    for (const [device, file] of volumeNext) resources[device] = { path: file };
     let info: CheckpointInfo;
     try {
       info = await live.host.call(
@@ -729,10 +745,17 @@ export class EngineCore {
       );
     } catch (error) {
       if (top && next) await this.settleFailedDiskSwitch(live, top, next);
+      for (const [i, [device, file]] of volumeNext.entries()) {
+        await this.settleFailedDiskSwitch(live, volumes[i]![1], file, device);
+      }
       throw error;
     }
     if (next && !live.ended) live.writes(next);
     else if (next) rmSync(next, { force: true }); // the instance ended meanwhile: nothing writes it
+    for (const [device, file] of volumeNext) {
+      if (!live.ended) live.writes(file, device);
+      else rmSync(file, { force: true });
+    }
     const snapshot = await this.store.publish({
       id,
       episode: kind === 'base' ? null : episode.id,
@@ -746,13 +769,20 @@ export class EngineCore {
       cpus: info.cpus,
       ...(baseKey ? { baseKey } : {}),
       ...(info.disk ? { diskLayer: info.disk } : {}),
+      ...(volumes.length > 0 && { volumeLayers: Object.fromEntries(volumes) }),
+      ...(live.volumeImages.length > 0 && { volumeImages: live.volumeImages }),
     });
     vm.snapshot = snapshot.id;
     vm.layerHead = snapshot.id;
     await this.save(episode);
     if (info.disk) {
       const file = info.disk;
-      this.#flattenIfDeep(episode, snapshot, file).catch((error: Error) =>
+      this.#flattenIfDeep(
+        episode,
+        snapshot,
+        file,
+        volumes.map(([, frozen]) => frozen),
+      ).catch((error: Error) =>
         this.options.log(`engine: flattening the disk layer of ${snapshot.id} failed: ${error.message}`),
       );
     }
@@ -770,9 +800,11 @@ export class EngineCore {
    * layers or more, the episode's vmhost rewrites it onto the base in the background (same id: layers over it, the
    * VM's own included, still open), and from then on the snapshot's disk needs no snapshot below it.
    */
-  async #flattenIfDeep(episode: EpisodeRecord, snapshot: Snapshot, file: string): Promise<void> {
+  async #flattenIfDeep(episode: EpisodeRecord, snapshot: Snapshot, file: string, volumes: string[]): Promise<void> {
     const depth = await chainDepth(file, this.store.disksDir);
     if (depth < FLATTEN_DEPTH) return;
+    // The volumes' chains are as deep (they freeze together): each is flattened before the disk parent goes.
+    for (const volume of volumes) await this.host(episode).call('flatten', { path: volume });
     const result = await this.host(episode).call('flatten', { path: file });
     await this.store.setDiskParent(snapshot.id, null);
     this.options.log(

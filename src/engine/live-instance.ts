@@ -11,6 +11,10 @@ import type { ConsoleShell } from './console-shell.js';
 import { isFrozenLayerSync } from './disk-layers.js';
 import type { VmHost } from './vmhost.js';
 
+/** The devices that are disks: the root disk and the volumes (docs/disks.md, "Volumes"), by resource name. */
+export const DISK_DEVICES = ['virtio-blk', 'virtio-blk-1', 'virtio-blk-2', 'virtio-blk-3', 'virtio-blk-4'] as const;
+export type DiskDevice = (typeof DISK_DEVICES)[number];
+
 /** The guest agent of an instance with a vsock device, as the engine follows it. */
 export interface InstanceAgent {
   client: AgentClient;
@@ -38,6 +42,8 @@ export class LiveInstance {
   agent: InstanceAgent | undefined;
   /** Its network as read so far, when it has one (a `virtio-net` resource). */
   readonly network: InstanceNetwork | undefined;
+  /** The images its read-only volumes use as they are (SMOL_HOME/images): its snapshots keep them. */
+  volumeImages: string[] = [];
   /** While a fresh boot runs the Smolfile's init commands on its console. */
   shell: ConsoleShell | undefined;
   #ended = false;
@@ -51,9 +57,9 @@ export class LiveInstance {
     /** Its VM's console hub, where its output goes; the hub outlives it (a VM's console spans its instances). */
     readonly hub: ConsoleHub,
     /**
-     * What its devices use on the host, by device name (vm.ts, DeviceResources). It owns the disk layer it writes
-     * (`virtio-blk`): removed when it ends, unless a checkpoint froze it into a snapshot first (then the snapshot
-     * owns it).
+     * What its devices use on the host, by device name (vm.ts, DeviceResources). It owns the disk layers it writes
+     * (`virtio-blk`, and `virtio-blk-N` for writable volumes): removed when it ends, unless a checkpoint froze one
+     * into a snapshot first (then the snapshot owns it).
      */
     readonly resources: DeviceResources,
   ) {
@@ -73,8 +79,16 @@ export class LiveInstance {
   }
 
   /** Its disk writes `file` from now on; the layer it wrote before belongs to a snapshot now (or to nobody). */
-  writes(file: string): void {
-    this.resources['virtio-blk'] = { path: file };
+  writes(file: string, device: DiskDevice = 'virtio-blk'): void {
+    this.resources[device] = { path: file };
+  }
+
+  /** Every writable disk it has (the root disk first, then its writable volumes) and the layer each writes. */
+  get diskTops(): Array<[DiskDevice, string]> {
+    return DISK_DEVICES.flatMap((device): Array<[DiskDevice, string]> => {
+      const top = this.resources[device]?.path;
+      return top ? [[device, top]] : [];
+    });
   }
 
   get ended(): boolean {
@@ -89,8 +103,7 @@ export class LiveInstance {
   end(): void {
     if (this.#ended) return;
     this.#ended = true;
-    const top = this.diskTop;
-    if (top && !isFrozenLayerSync(top)) rmSync(top, { force: true });
+    for (const [, top] of this.diskTops) if (!isFrozenLayerSync(top)) rmSync(top, { force: true });
     this.agent?.client.close();
     this.agent = undefined;
     this.shell = undefined;

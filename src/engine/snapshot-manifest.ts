@@ -23,6 +23,16 @@ export const Manifest = Snapshot.omit({ diskBytes: true }).extend({
   diskLayers: z.array(z.string().regex(LAYER_NAME, 'a layer file name')).optional(),
   /** The snapshot owning the layer below this one's first disk layer: its disk chain goes on there (null: the base). */
   diskParent: SnapshotId.nullable().optional(),
+  /**
+   * Its VM's writable disks, by device (docs/disks.md, "Volumes"), when it had writable volumes: `virtio-blk` and
+   * `virtio-blk-N`; a restore gives each a new layer. Their frozen layers are in diskLayers, the root disk's first.
+   * Absent: `virtio-blk` alone when there are diskLayers.
+   */
+  diskDevices: z
+    .array(z.enum(['virtio-blk', 'virtio-blk-1', 'virtio-blk-2', 'virtio-blk-3', 'virtio-blk-4']))
+    .optional(),
+  /** Images its VM's read-only volumes use as they are (file names in SMOL_HOME/images): kept while it is. */
+  volumeImages: z.array(z.string().regex(/^volume-[0-9a-f]{16}\.ext4$/, 'a volume image name')).optional(),
 });
 export type Manifest = z.infer<typeof Manifest>;
 

@@ -220,6 +220,50 @@ describe('disk layers in the snapshot store', () => {
     expect(logged.some((line) => /kept disk layer/.test(line))).toBe(true);
   });
 
+  it('a VM with volumes: its snapshot owns every disk it froze, names its writable disks and read-only images', async () => {
+    const root = firstTop();
+    const image = path.join(home, 'images', 'volume-0123456789abcdef.ext4');
+    mkdirSync(path.dirname(image), { recursive: true });
+    writeFileSync(image, Buffer.alloc(4096));
+    const volume = store.newDiskLayer();
+    writeLayer(volume, path.join(home, 'volume.img'));
+    writeLayer(volume, path.join(home, 'volume.img'), { frozen: true, data: 65536 });
+    const id = store.newSnapshotId();
+    mkdirSync(store.dirFor(id));
+    writeFileSync(path.join(store.dirFor(id), 'state'), 'state');
+    writeFileSync(path.join(store.dirFor(id), 'memory'), 'memory');
+    writeLayer(root, path.join(home, 'base.img'), { frozen: true });
+    const snapshot = await store.publish({
+      id,
+      episode: EP,
+      parent: null,
+      vm: VM,
+      kind: 'manual',
+      layerParentDir: null,
+      memoryBytes: 1 << 20,
+      cpus: 1,
+      diskLayer: root,
+      volumeLayers: { 'virtio-blk-1': volume },
+      volumeImages: [image],
+    });
+    expect(snapshot).not.toHaveProperty('diskDevices');
+    expect(snapshot).not.toHaveProperty('volumeImages');
+    await reopen();
+    expect(store.diskDevices(id)).toEqual(['virtio-blk', 'virtio-blk-1']);
+    expect(store.volumeImages(id)).toEqual([image]);
+    expect(store.get(id)!.diskBytes).toBeGreaterThanOrEqual(65536);
+    // Deleted and collected, it frees the volume's layer with the root disk's.
+    await store.delete(id);
+    expect((await store.gc([])).removed).toEqual([id]);
+    expect(disks()).toEqual([]);
+  });
+
+  it('a VM without volumes has the root disk alone as its writable disk', async () => {
+    const { snapshot } = await checkpoint(firstTop());
+    expect(store.diskDevices(snapshot.id)).toEqual(['virtio-blk']);
+    expect(store.volumeImages(snapshot.id)).toEqual([]);
+  });
+
   it('a base image is adopted into SMOL_HOME/images once, read-only, and found there again', async () => {
     const cache = mkdtempSync(path.join(os.tmpdir(), 'smol-image-cache-'));
     try {

@@ -6,7 +6,8 @@ import { mkdir, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ApiFailure } from '../api/engine-api.js';
 import { SnapshotId, UpdateSnapshotRequest, type Snapshot, type SnapshotKind } from '../api/schema.js';
-import { DISKS_DIR, layersBelow, newLayerName } from './disk-layers.js';
+import { DISKS_DIR, IMAGES_DIR, layersBelow, newLayerName } from './disk-layers.js';
+import type { DiskDevice } from './live-instance.js';
 import { EpisodeRecords } from './episode-records.js';
 import { nearestAncestor, unneededSnapshots } from './snapshot-graph.js';
 import {
@@ -45,6 +46,10 @@ export interface PublishInput {
   baseKey?: string;
   /** The disk layer the checkpoint froze (CheckpointInfo.disk), a file from newDiskLayer(); absent without a disk. */
   diskLayer?: string;
+  /** The layers it froze of writable volumes, by device (docs/disks.md, "Volumes"). */
+  volumeLayers?: Partial<Record<DiskDevice, string>>;
+  /** The images of read-only volumes (paths in SMOL_HOME/images). */
+  volumeImages?: string[];
 }
 
 export class SnapshotStore {
@@ -127,6 +132,13 @@ export class SnapshotStore {
     if (missing.length) throw new Error(`cannot publish ${input.id}: no ${missing.join(' or ')} file in ${dir}`);
     const layerParent = input.layerParentDir === null ? null : await this.#idOfDir(input.layerParentDir);
     const disk = input.diskLayer === undefined ? {} : await this.#diskFields(input.diskLayer);
+    const volumes = Object.entries(input.volumeLayers ?? {}) as Array<[DiskDevice, string]>;
+    if (volumes.length > 0 && disk.diskLayers) {
+      // A volume's chain goes down with the root disk's (every checkpoint freezes both): only its own layers count.
+      for (const [, file] of volumes) disk.diskLayers.push(...(await this.#diskFields(file)).diskLayers!);
+      Object.assign(disk, { diskDevices: ['virtio-blk', ...volumes.map(([device]) => device)] });
+    }
+    const images = (input.volumeImages ?? []).map((file) => path.basename(file));
     if (input.parent && !this.#entries.has(input.parent)) {
       this.log(`store: ${input.id} names an unknown parent ${input.parent}: it is shown as a root`);
     }
@@ -146,6 +158,7 @@ export class SnapshotStore {
       deleted: false,
       ...(input.baseKey ? { baseKey: input.baseKey } : {}),
       ...disk,
+      ...(images.length > 0 ? { volumeImages: images } : {}),
     };
   }
 
@@ -154,7 +167,7 @@ export class SnapshotStore {
    * parent). Layers between the two that no snapshot owns (frozen by a checkpoint or fork that failed after the VMM
    * switched layers) become this snapshot's too: it is the first that needs them.
    */
-  async #diskFields(file: string): Promise<Pick<Manifest, 'diskLayers' | 'diskParent'>> {
+  async #diskFields(file: string): Promise<Pick<Manifest, 'diskLayers' | 'diskParent' | 'diskDevices'>> {
     const names = [this.#layerName(file)];
     for await (const below of layersBelow(file, this.#disks)) {
       const owner = [...this.#entries.values()].find((e) => e.manifest.diskLayers?.includes(below));
@@ -304,6 +317,19 @@ export class SnapshotStore {
     });
   }
 
+  /** The snapshot's writable disks (docs/disks.md, "Volumes"): a restore gives each a new layer (newDiskLayer()). */
+  diskDevices(id: string): DiskDevice[] {
+    const manifest = this.#entries.get(id)?.manifest;
+    if (!manifest?.diskLayers?.length) return [];
+    return manifest.diskDevices ?? ['virtio-blk'];
+  }
+
+  /** The read-only volume images the snapshot's VM used (paths in SMOL_HOME/images). */
+  volumeImages(id: string): string[] {
+    const images = this.#entries.get(id)?.manifest.volumeImages ?? [];
+    return images.map((name) => path.join(path.dirname(this.#disks), IMAGES_DIR, name));
+  }
+
   /** Whether the snapshot's VM had a disk: restoring it needs a new disk layer (newDiskLayer()). */
   hasDisk(id: string): boolean {
     return (this.#entries.get(id)?.manifest.diskLayers?.length ?? 0) > 0;
@@ -405,7 +431,15 @@ export class SnapshotStore {
   }
 
   #view({ manifest, diskBytes }: Entry): Snapshot {
-    const { format: _format, baseKey: _baseKey, diskLayers: _layers, diskParent: _diskParent, ...fields } = manifest;
+    const {
+      format: _format,
+      baseKey: _baseKey,
+      diskLayers: _layers,
+      diskParent: _diskParent,
+      diskDevices: _devices,
+      volumeImages: _images,
+      ...fields
+    } = manifest;
     return { ...fields, parent: nearestAncestor(this.#entries, manifest.id, (m) => m.deleted), diskBytes };
   }
 

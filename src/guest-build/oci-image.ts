@@ -556,6 +556,18 @@ export async function basesInUse(home: string): Promise<Set<string>> {
     const header = await readLayerHeader(path.join(disks, name));
     if (header && path.dirname(header.below) === images) used.add(path.basename(header.below));
   }
+  // Read-only volumes have no layer: their snapshots name the images they use (docs/disks.md, "Volumes").
+  const snapshots = path.join(home, 'snapshots');
+  for (const id of existsSync(snapshots) ? readdirSync(snapshots) : []) {
+    try {
+      const manifest = JSON.parse(readFileSync(path.join(snapshots, id, 'manifest.json'), 'utf8')) as {
+        volumeImages?: unknown;
+      };
+      if (Array.isArray(manifest.volumeImages)) for (const image of manifest.volumeImages) used.add(String(image));
+    } catch {
+      // not a snapshot, or one without a readable manifest: it names nothing
+    }
+  }
   return used;
 }
 
@@ -643,7 +655,7 @@ export async function pruneImages(options: { dir?: string; home: string }): Prom
   }
   const refs = readRefs(dir);
   for (const name of existsSync(dir) ? readdirSync(dir) : []) {
-    const match = /^((?:oci|debian-[a-z][a-z0-9-]*)-[0-9a-f]{16})\.ext4$/.exec(name);
+    const match = /^((?:oci|volume|debian-[a-z][a-z0-9-]*)-[0-9a-f]{16})\.ext4$/.exec(name);
     if (!match || used.has(name)) continue;
     removeFile(path.join(dir, name), removed, match[1]!);
     rmSync(path.join(dir, `${match[1]}.json`), { force: true });

@@ -81,9 +81,9 @@ describe('volumes', () => {
     ]);
     await Promise.all([child!.kill(), guest.vm.kill()]);
 
-    await expect(
-      Vm.restore(info.dir, { resources: { 'virtio-blk': { path: at('root-3') } } }),
-    ).rejects.toThrow(/writable volume: restoring it needs a "virtio-blk-1" resource/);
+    await expect(Vm.restore(info.dir, { resources: { 'virtio-blk': { path: at('root-3') } } })).rejects.toThrow(
+      /writable volume: restoring it needs a "virtio-blk-1" resource/,
+    );
     const vm = await Vm.restore(info.dir, {
       resources: { 'virtio-blk': { path: at('root-4') }, 'virtio-blk-1': { path: at('rw-4') } },
     });

@@ -1,0 +1,50 @@
+// What a Smolfile's volumes boot with (docs/disks.md, "Volumes"): volume i is the VMM's device virtio-blk-<i+1>, its
+// image the folder's (volume-image.ts), mounted at its guest path by a console command when the base is baked.
+import path from 'node:path';
+import { ApiFailure } from '../api/engine-api.js';
+import { imagesDir } from '../guest-build/debian-image.js';
+import { ensureVolumeImage, volumeImageName, volumeTree } from '../guest-build/volume-image.js';
+import type { Smolfile } from '../smolfile/smolfile.js';
+import type { DiskDevice } from './live-instance.js';
+
+export interface PlannedVolume {
+  device: DiskDevice;
+  /** Its image in the guest cache's images directory (the engine adopts it into SMOL_HOME/images). */
+  image: string;
+  guest: string;
+  readOnly: boolean;
+}
+
+const quote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
+
+/** The volumes' images, located (sync: the tree is hashed, nothing is built); 409 when one is not built. */
+export function planVolumes(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.env): PlannedVolume[] {
+  return smolfile.volumes.map((volume, i) => {
+    const image = path.join(imagesDir(env), volumeImageName(volumeTree(volume.host)));
+    return { device: `virtio-blk-${i + 1}` as DiskDevice, image, guest: volume.guest, readOnly: volume.readOnly };
+  });
+}
+
+/** Builds the images planVolumes will find (an unchanged folder's is there already). */
+export async function prepareVolumes(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  for (const volume of smolfile.volumes) {
+    try {
+      await ensureVolumeImage(volume.host, imagesDir(env));
+    } catch (error) {
+      throw new ApiFailure(400, `${smolfile.path}: volume ${volume.host}: ${(error as Error).message}`);
+    }
+  }
+}
+
+/**
+ * The console command that mounts a volume: its disk is the vd* whose serial is smol-volN (the VMM's GET_ID), so the
+ * order the guest probed its disks in does not matter.
+ */
+export function mountCommand(volume: PlannedVolume): string {
+  const serial = `smol-vol${volume.device.slice('virtio-blk-'.length)}`;
+  const to = quote(volume.guest);
+  return (
+    `d=$(grep -lx ${serial} /sys/block/vd*/serial) && d=\${d%/serial} && mkdir -p ${to} && ` +
+    `mount -t ext4${volume.readOnly ? ' -o ro' : ''} /dev/\${d##*/} ${to}`
+  );
+}
