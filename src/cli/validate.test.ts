@@ -69,6 +69,13 @@ describe('smol validate output', () => {
     );
   });
 
+  it('volumes are described with their folders and guest paths', () => {
+    const text = 'volumes = ["./tmp:/app", "/:/host:ro"]\n';
+    expect(formatValidation('S', parseSmolfile(text, { path: '/S' }))).toBe(
+      'S: ok: image builtin, 1 vCPU, 512 MiB, volume /tmp at /app, volume / at /host (read-only)\n',
+    );
+  });
+
   it('warnings alone still pass, and say so', () => {
     const result = parseSmolfile('[snapshots]\nkeep = 2\n', { path: '/x/S' });
     expect(formatValidation('S', result).split('\n').at(-2)).toBe('S: ok (1 warning): image builtin, 1 vCPU, 512 MiB');

@@ -66,6 +66,9 @@ export function describeSmolfile(smolfile: Smolfile): string {
     ].filter(Boolean);
     parts.push(policy.length > 0 ? `network (${policy.join(', ')})` : 'network');
   }
+  for (const volume of smolfile.volumes) {
+    parts.push(`volume ${volume.host} at ${volume.guest}${volume.readOnly ? ' (read-only)' : ''}`);
+  }
   const { autoCheckpointMs, keep } = smolfile.snapshots;
   if (autoCheckpointMs !== null) parts.push(`checkpoint every ${formatDuration(autoCheckpointMs)}, keep ${keep}`);
   return parts.join(', ');
