@@ -44,7 +44,8 @@ def listing(root: str) -> List[tuple]:
             if os.path.isfile(path) and not os.path.islink(path):
                 with open(path, "rb") as f:
                     data = f.read()
-            mtime = int(st.st_mtime) if not os.path.isdir(path) else None
+            # directories change as entries land; a symbolic link's own time is not kept (tar sets no link times)
+            mtime = int(st.st_mtime) if not (os.path.isdir(path) or os.path.islink(path)) else None
             out.append((rel, st.st_mode, st.st_uid, st.st_gid, link, data, mtime, st.st_nlink))
     return sorted(out)
 
