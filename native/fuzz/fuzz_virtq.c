@@ -1,7 +1,7 @@
 /*
  * libFuzzer target for virtqueue handling (docs/vmm.md, "Virtio"): the input is what a hostile guest controls. It
- * picks the device (virtio-blk over a writable disk layer, virtio-rng, either queue of virtio-net over a backend fed
- * from the input, or either queue of virtio-console over a small
+ * picks the device (virtio-blk over a disk layer, as the root disk or a volume, writable or read-only; virtio-rng;
+ * either queue of virtio-net over a backend fed from the input; or either queue of virtio-console over a small
  * console with input waiting), the queue's size and ring addresses,
  * where the device's indices start (as after a restore, so wrap-around is reached), register writes, and the first
  * 256 KiB of guest RAM: descriptor tables, rings, request headers. Then the queue is notified a few times. Guest
@@ -163,6 +163,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < HEAD)
 		return 0;
 	ops = data[0] & 1 ? &virtio_rng_ops : &virtio_blk_ops;
+	if ((data[0] & 3) == 0) {	/* virtio-blk: the root disk or a volume (its own GET_ID), writable or not */
+		blk.id = (data[0] >> 2) & 1 ? "smol-vol4" : NULL;
+		blk.disk->read_only = (data[0] >> 3) & 1;
+	}
 	if ((data[0] & 3) == 2) {	/* virtio-console: its receive queue (0) or its transmit queue (1) */
 		uint8_t drained[8192];
 
