@@ -88,4 +88,22 @@ describe.skipIf(!asRoot)('the image lifecycle (as root)', () => {
     rmSync(path.join(home, 'disks', '0123456789abcdef0123.layer'));
     expect((await images.prune()).removed.map((r) => r.file)).toEqual([adopted]);
   }, 120_000);
+
+  it('prune keeps a volume image a snapshot names (a read-only volume has no layer) and frees the rest', async () => {
+    const images = imageOperations({ health: () => ({ home }) } as unknown as EngineApi);
+    mkdirSync(path.join(home, 'images'), { recursive: true });
+    mkdirSync(cacheImages, { recursive: true });
+    const kept = 'volume-00000000000000aa.ext4';
+    const freed = 'volume-00000000000000bb.ext4';
+    for (const name of [kept, freed]) {
+      writeFileSync(path.join(home, 'images', name), 'ext4');
+      writeFileSync(path.join(cacheImages, name), 'ext4');
+    }
+    const snapshot = path.join(home, 'snapshots', 'sn-aaaaaaaaaa');
+    mkdirSync(snapshot, { recursive: true });
+    writeFileSync(path.join(snapshot, 'manifest.json'), JSON.stringify({ id: 'sn-aaaaaaaaaa', volumeImages: [kept] }));
+    await images.prune();
+    expect(existsSync(path.join(home, 'images', kept)) && existsSync(path.join(cacheImages, kept))).toBe(true);
+    expect(existsSync(path.join(home, 'images', freed)) || existsSync(path.join(cacheImages, freed))).toBe(false);
+  });
 });
