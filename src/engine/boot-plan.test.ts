@@ -69,8 +69,8 @@ describe('planBoot', () => {
     expect(plan.options.volumes).toEqual(plan.volumes.map((v) => ({ base: v.image })));
     expect(plan.volumes[0]!.image).toMatch(new RegExp(`^${imagesDir(env)}/volume-[0-9a-f]{16}\\.ext4$`));
     expect(plan.init.slice(0, 3)).toEqual([
-      expect.stringMatching(/grep -lx smol-vol1 .* mount -t ext4 \/dev\/\$\{d##\*\/\} '\/app'$/),
-      expect.stringMatching(/grep -lx smol-vol2 .* mount -t ext4 -o ro \/dev\/\$\{d##\*\/\} '\/data'$/),
+      expect.stringMatching(/grep -lx smol-vol1 .* mount -t ext4 \/dev\/\$\{d##\*\/\} '\/app'\)$/),
+      expect.stringMatching(/grep -lx smol-vol2 .* mount -t ext4 -o ro \/dev\/\$\{d##\*\/\} '\/data'\)$/),
       '(cat /app/a.txt)',
     ]);
     // The same folders: the same base. A changed folder: another base (one episode's files never in another's).

@@ -38,13 +38,17 @@ export async function prepareVolumes(smolfile: Smolfile, env: NodeJS.ProcessEnv 
 
 /**
  * The console command that mounts a volume: its disk is the vd* whose serial is smol-volN (the VMM's GET_ID), so the
- * order the guest probed its disks in does not matter.
+ * order the guest probed its disks in does not matter. grep, mkdir and mount are the image's, or in an OCI image
+ * (which may have none of them) those of our busybox in /.smol; in a subshell, so the console keeps no variables.
  */
 export function mountCommand(volume: PlannedVolume): string {
   const serial = `smol-vol${volume.device.slice('virtio-blk-'.length)}`;
   const to = quote(volume.guest);
   return (
-    `d=$(grep -lx ${serial} /sys/block/vd*/serial) && d=\${d%/serial} && mkdir -p ${to} && ` +
-    `mount -t ext4${volume.readOnly ? ' -o ro' : ''} /dev/\${d##*/} ${to}`
+    `(b=; [ -x ${OCI_BUSYBOX} ] && b=${OCI_BUSYBOX}; d=$($b grep -lx ${serial} /sys/block/vd*/serial) && ` +
+    `d=\${d%/serial} && $b mkdir -p ${to} && $b mount -t ext4${volume.readOnly ? ' -o ro' : ''} /dev/\${d##*/} ${to})`
   );
 }
+
+/** Our busybox in an OCI image's root disk (docs/images.md, "Where init runs"). */
+const OCI_BUSYBOX = '/.smol/busybox';
