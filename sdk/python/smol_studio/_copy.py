@@ -91,6 +91,9 @@ class TarPacker:
         if not (info.isfile() or info.isdir() or info.issym() or info.islnk()):
             return None  # devices, FIFOs: not copied (sockets tarfile leaves out itself)
         info.uname = info.gname = ""  # numeric owners, as the TypeScript side writes them
+        # Whole seconds, cut as tar cuts them: a float would go into the ustar field rounded (so up, half the time),
+        # with the exact value only in a PAX record that busybox tar does not read.
+        info.mtime = int(info.mtime)
         self.entries += 1
         if info.isfile():
             self.bytes += info.size

@@ -154,3 +154,15 @@ def test_a_truncated_archive_fails_naming_the_copy(tmp_path: "os.PathLike[str]")
     whole = b"".join(tar_of([entry("asked")], b"y" * 5000))
     with pytest.raises(CopyFailed, match="vm-test:/x"):
         unpack(iter([whole[:1000]]), str(tmp_path), "asked", "asked")
+
+
+def test_times_go_into_the_tar_header_cut_to_whole_seconds(tmp_path: "os.PathLike[str]") -> None:
+    # busybox tar in the guest reads only the ustar field: a rounded time there would move mtimes a second ahead.
+    source = os.path.join(tmp_path, "late.txt")
+    with open(source, "w") as f:
+        f.write("x")
+    os.utime(source, (1_700_000_000.7, 1_700_000_000.7))
+    archive = b"".join(copying.TarPacker(source).chunks("late.txt"))
+    headers = [archive[at : at + 512] for at in range(0, len(archive), 512)]
+    ustar = next(h for h in headers if h[257:262] == b"ustar" and h[156:157] == tarfile.REGTYPE)
+    assert int(ustar[136:148].rstrip(b"\0 ").decode(), 8) == 1_700_000_000
