@@ -3,7 +3,9 @@
  * "flood: ready" and waits (in HLT, woken by the UART's receive interrupt) until a byte is typed, so the viewer is
  * attached before the first line. Then it prints `lines=N` lines (default 100,000), each `width=W` bytes (16 to 250,
  * default 64) ending in CR LF: the line number in 10 digits, a space, and letters that depend on the number
- * (line_fill() says which). Then "flood: done N" and it idles, so the console stays open.
+ * (line_fill() says which). Then "flood: done N" and it idles, so the console stays open. With `lines=0` it prints
+ * without end and answers each byte typed, between blocks, with "flood: echo C at N" on COM1 (N: the last line
+ * sent); with `console=hvc0` the typed bytes come through the virtio-console's receive queue, polled the same way.
  *
  * By default a whole block of lines goes out in one `rep outsb`: KVM hands the VMM up to a page of bytes per exit,
  * so the guest side costs little and the host's console path is what is measured. With `bytewise` on the command
@@ -24,7 +26,7 @@
 static char block[BLOCK];
 static volatile int typed;
 
-/* ---- a polled virtio-console driver: the transmit queue only (the host gets no input from the guest) ---- */
+/* ---- a polled virtio-console driver: the transmit queue, and one receive buffer polled between blocks ---- */
 
 #define VIRTIO_BASE 0xc0001000ul
 #define VIRTIO_SLOTS 8
@@ -39,6 +41,9 @@ struct vq {
 };
 
 static struct vq txq __attribute__((aligned(4096)));
+static struct vq rxq __attribute__((aligned(4096)));	/* one buffer for typed bytes (answered on COM1) */
+static char rxbuf[64];
+static uint16_t rx_seen;
 
 static char vblock[VQ_SIZE][VBLOCK] __attribute__((aligned(4096)));
 static uint8_t vblock_made[VQ_SIZE];
@@ -72,7 +77,22 @@ static int vcon_init(void)
 	vw(0xa0, (uint32_t)(uint64_t)&txq.used);
 	vw(0xa4, 0);
 	vw(0x44, 1);			/* ready */
+	vw(0x30, 0);			/* the receive queue: typed bytes come here once DRIVER_OK is set */
+	vw(0x38, VQ_SIZE);
+	vw(0x80, (uint32_t)(uint64_t)&rxq.desc);
+	vw(0x84, 0);
+	vw(0x90, (uint32_t)(uint64_t)&rxq.avail);
+	vw(0x94, 0);
+	vw(0xa0, (uint32_t)(uint64_t)&rxq.used);
+	vw(0xa4, 0);
+	vw(0x44, 1);
+	rxq.desc[0].addr = (uint64_t)rxbuf;
+	rxq.desc[0].len = sizeof(rxbuf);
+	rxq.desc[0].flags = 2;		/* VIRTQ_DESC_F_WRITE */
+	rxq.avail.ring[0] = 0;
+	rxq.avail.idx = 1;
 	vw(0x70, 1 | 2 | 8 | 4);	/* DRIVER_OK */
+	vw(0x50, 0);			/* notify the receive queue */
 	return (vmmio[0x70 / 4] & 0x4c) == 0x0c;	/* FEATURES_OK and DRIVER_OK held, no NEEDS_RESET */
 }
 
@@ -106,6 +126,24 @@ static void echo_typed(int c, uint64_t n)
 	uart_puts(" at ");
 	uart_putu(n);
 	uart_puts("\r\n");
+}
+
+/* Answers the bytes typed into the virtio-console since the last look, on COM1, and gives the buffer back. */
+static void vcon_typed(uint64_t n)
+{
+	while (rxq.used.idx != rx_seen) {
+		uint32_t len = rxq.used.ring[rx_seen % VQ_SIZE].len;
+
+		__asm__ volatile("" ::: "memory");
+		for (uint32_t j = 0; j < len && j < sizeof(rxbuf); j++)
+			echo_typed(rxbuf[j], n);
+		rx_seen++;
+		rxq.avail.ring[rxq.avail.idx % VQ_SIZE] = 0;
+		__asm__ volatile("" ::: "memory");
+		rxq.avail.idx++;
+		__asm__ volatile("" ::: "memory");
+		vw(0x50, 0);
+	}
 }
 
 /* Until the device has taken every buffer, so that what the UART says next comes after them. */
@@ -205,6 +243,8 @@ int main(const uint8_t *bp)
 			outsb_block(block, used);
 		for (int c; !lines && !virtio && (c = uart_getc_poll()) >= 0;)
 			echo_typed(c, n - 1);
+		if (!lines && virtio)
+			vcon_typed(n - 1);
 	}
 	if (virtio)
 		vcon_flush();
