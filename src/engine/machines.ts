@@ -182,9 +182,14 @@ export interface Unpacked {
  * already with the same size is the same image: images are named by their content's hash), a layer to
  * SMOL_HOME/disks under its name, or a new one if that is taken.
  */
-async function diskTargets(home: string, store: SnapshotStore, disks: PackedDisk[]) {
+async function diskTargets(home: string, store: SnapshotStore, disks: PackedDisk[], reused: Map<string, string>) {
   const targets = new Map<string, { to: string; reuse: boolean }>();
   for (const d of disks) {
+    const there = reused.get(d.was);
+    if (there) {
+      targets.set(d.name, { to: there, reuse: true });
+      continue;
+    }
     if (d.kind === 'image') {
       const to = path.join(home, IMAGES_DIR, d.name);
       const there = await stat(to).catch(() => null);
@@ -205,6 +210,59 @@ async function diskTargets(home: string, store: SnapshotStore, disks: PackedDisk
 }
 
 /**
+ * The packed snapshots this store has under the same ids. Each must be the same snapshot: its state byte for byte
+ * but for the paths of its disks (opened into this store, they were relocated), else the file is refused. For each,
+ * every disk's chain is walked down in the file and in this store side by side, so the packed disk files map to the
+ * store's own: `paths` (packed path → this store's file) and `owners` (this store's file → the reused snapshot
+ * that first reaches it, oldest first: its owner among them).
+ */
+async function reusedSnapshots(
+  m: MachineManifest,
+  machine: Awaited<ReturnType<typeof openMachine>>,
+  store: SnapshotStore,
+  disks: PackedDisk[],
+  temp: string,
+  file: string,
+) {
+  const ids = new Set<string>();
+  const paths = new Map<string, string>();
+  const owners = new Map<string, string>();
+  const byWas = new Map(disks.map((d) => [d.was, d]));
+  const byName = new Map(disks.map((d) => [d.name, d]));
+  const nowhere = () => '/';
+  for (const { manifest: s, state } of m.snapshots) {
+    if (!store.get(s.id)) continue;
+    const check = path.join(temp, `${s.id}.state`);
+    await machine.extractFile(state, check, `${s.id} state`);
+    const mine = await readFile(check);
+    await rm(check);
+    const theirs = await readFile(path.join(store.dirFor(s.id), 'state')).catch(() => null);
+    const same = (() => {
+      try {
+        return theirs !== null && relocateState(mine, nowhere).equals(relocateState(theirs, nowhere));
+      } catch {
+        return false;
+      }
+    })();
+    if (!same) throw new ApiFailure(409, `${file}: this store has a different snapshot with the id ${s.id}`);
+    ids.add(s.id);
+    const here = new Map(stateDisks(theirs!).map((d) => [d.device, d.path]));
+    for (const packed of stateDisks(mine)) {
+      let entry = byWas.get(packed.path);
+      let at = here.get(packed.device) ?? null;
+      while (entry && at && !paths.has(entry.was)) {
+        paths.set(entry.was, at);
+        if (entry.kind === 'image') break;
+        if (!owners.has(at)) owners.set(at, s.id);
+        entry = byName.get(entry.below ?? '');
+        at = (await readLayerHeader(at))?.below ?? null;
+      }
+    }
+  }
+  return { ids, paths, owners };
+}
+
+/**
  * Each imported snapshot's disk fields, oldest first, as the store would have given them (snapshot-store.ts,
  * `#diskFields`): the layers of its disks that no snapshot below it owns, and the owner of the first one below that
  * is owned (its disk parent, followed on the root disk).
@@ -212,15 +270,16 @@ async function diskTargets(home: string, store: SnapshotStore, disks: PackedDisk
 function diskFieldsOf(
   snapshots: Array<{ manifest: Manifest; disks: StateDisk[] }>,
   belowOf: Map<string, string | null>,
+  reusedOwners: Map<string, string>,
 ): Map<string, Pick<Manifest, 'diskLayers' | 'diskParent'>> {
-  const owner = new Map<string, string>();
+  const owner = new Map(reusedOwners);
   const fields = new Map<string, Pick<Manifest, 'diskLayers' | 'diskParent'>>();
   for (const { manifest, disks } of snapshots) {
     const layers: string[] = [];
     let diskParent: string | null = null;
     for (const disk of disks) {
       if (!disk.writable) continue;
-      for (let at: string | null = disk.path; at && belowOf.has(at); at = belowOf.get(at)!) {
+      for (let at: string | null = disk.path; at && (belowOf.has(at) || owner.has(at)); at = belowOf.get(at) ?? null) {
         const owned = owner.get(at);
         if (owned) {
           if (disk.device === 'virtio-blk') diskParent = owned;
@@ -274,7 +333,10 @@ export async function unpackMachine(
     estimate = fileBytes + m.totals.raw;
     const progress = (bytes: number) => onProgress((done += bytes), estimate);
     const packedDisks = m.disks ?? [];
-    const targets = await diskTargets(home, store, packedDisks);
+    // Snapshots this store has already (packed from it, or opened into it before): the same snapshot when their
+    // states are the same but for where their disks are; their disk files are used as they are.
+    const reuse = await reusedSnapshots(m, machine, store, packedDisks, temp, file);
+    const targets = await diskTargets(home, store, packedDisks, reuse.paths);
     const byWas = new Map(packedDisks.map((d) => [d.was, targets.get(d.name)!.to]));
     // A layer's target → the target below it; an image's is null (the chain ends there).
     const belowOf = new Map<string, string | null>();
@@ -299,13 +361,7 @@ export async function unpackMachine(
         },
         `${file}: snapshot ${s.id}'s state`,
       );
-      const existing = store.get(s.id);
-      if (existing) {
-        const mine = await readFile(path.join(dir, 'state'));
-        const theirs = await readFile(path.join(store.dirFor(s.id), 'state')).catch(() => null);
-        if (!theirs || !mine.equals(theirs)) {
-          throw new ApiFailure(409, `${file}: this store has a different snapshot with the id ${s.id}`);
-        }
+      if (reuse.ids.has(s.id)) {
         // The same snapshot: the chain above it reaches it through a link (its PARENT path is ../<id>).
         await rm(dir, { recursive: true });
         await symlink(store.dirFor(s.id), dir);
@@ -317,7 +373,7 @@ export async function unpackMachine(
       snapshots.push({ manifest: s, dir });
       imported.push({ manifest: s, disks: stateDisks(relocated) });
     }
-    const fields = diskFieldsOf(imported, belowOf);
+    const fields = diskFieldsOf(imported, belowOf, reuse.owners);
     for (const entry of snapshots) {
       const { diskLayers: _layers, diskParent: _parent, ...rest } = entry.manifest;
       entry.manifest = { ...rest, ...fields.get(rest.id) };

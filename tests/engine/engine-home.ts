@@ -47,7 +47,10 @@ export class EngineHome {
   }
 
   async client(): Promise<Smol> {
-    const smol = await Smol.connect({ home: this.dir }).catch((error: Error) => {
+    // In the KVM lab the engine's modules load over 9p from a host that other jobs may keep busy: a start has been
+    // seen to take over a minute there, never on a host.
+    const timeoutMs = process.env.SMOL_IN_LAB === '1' ? 240_000 : undefined;
+    const smol = await Smol.connect({ home: this.dir, timeoutMs }).catch((error: Error) => {
       throw new Error(`${error.message}\nengine.log ends:\n${this.logTail()}`);
     });
     this.#clients.push(smol);
