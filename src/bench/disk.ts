@@ -2,14 +2,13 @@
 // copy-on-write layer over a raw base image) against QEMU microvm's virtio-blk (the same image, `snapshot=on`: a
 // fresh qcow2 overlay), one fresh VM of each per run, interleaved. O_DIRECT throughout, so the guest's page cache
 // never answers a read.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Vm } from '../vmm/vm.js';
 import { qemuMicrovmArgs, READY_MARKER, type BootBenchOptions } from './boot.js';
-import { serialShell, type SerialShell } from './serial-shell.js';
-import { median, p90 } from './stats.js';
+import { qemuShell, serialShell, type SerialShell } from './serial-shell.js';
+import { pairedMetric, type PairedMetric } from './stats.js';
 import { benchHost, type BenchHost } from './vm-create.js';
 
 const DISK_MIB = 256;
@@ -30,14 +29,7 @@ interface DiskSample {
   loop: number;
 }
 
-export interface DiskMetric {
-  metric: string;
-  unit: 'MiB/s' | 'IOPS' | 'ms/op';
-  ours: { p50: number; p90: number; samples: number[] };
-  qemu: { p50: number; p90: number; samples: number[] };
-  /** Ours divided by QEMU's, at the median. */
-  ratio: number;
-}
+export type DiskMetric = PairedMetric<'MiB/s' | 'IOPS' | 'ms/op'>;
 
 export interface DiskBenchResult {
   name: 'disk';
@@ -124,25 +116,11 @@ export function qemuDiskArgs(o: BootBenchOptions, base: string): string[] {
 
 async function runQemu(o: BootBenchOptions, base: string, tmp: string): Promise<DiskSample> {
   // snapshot=on puts its qcow2 overlay in $TMPDIR (else /var/tmp, read-only in the lab).
-  const child = spawn(o.qemu, qemuDiskArgs(o, base), {
-    stdio: ['pipe', 'pipe', 'pipe'],
-    env: { ...process.env, TMPDIR: tmp },
-  });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const closed = new Promise<void>((resolve) => child.on('close', () => resolve()));
-  const ended = new Promise<never>((_, reject) => {
-    child.on('error', (e) => reject(new Error(`cannot run ${o.qemu}: ${e.message}`)));
-    void closed.then(() => reject(new Error(`QEMU ended: ${stderr.trim() || 'no message'}`)));
-  });
-  ended.catch(() => {});
-  const shell = serialShell((text) => child.stdin.write(text), ended, 'QEMU', TIMEOUT_MS);
-  child.stdout.on('data', shell.feed);
+  const { shell, stop } = qemuShell(o.qemu, qemuDiskArgs(o, base), TIMEOUT_MS, { ...process.env, TMPDIR: tmp });
   try {
     return await measure(shell, 'QEMU');
   } finally {
-    child.kill('SIGKILL');
-    await closed;
+    await stop();
   }
 }
 
@@ -153,22 +131,13 @@ function makeBase(file: string): void {
   writeFileSync(file, Buffer.concat(Array.from({ length: DISK_MIB }, () => mib)));
 }
 
-function metric(
+const metric = (
   name: string,
   unit: DiskMetric['unit'],
   ours: DiskSample[],
   qemu: DiskSample[],
   of: (s: DiskSample) => number,
-): DiskMetric {
-  const round = (x: number) => Math.round(x * 1000) / 1000;
-  const stats = (samples: number[]) => ({
-    p50: round(median(samples)),
-    p90: round(p90(samples)),
-    samples: samples.map(round),
-  });
-  const [a, b] = [stats(ours.map(of)), stats(qemu.map(of))];
-  return { metric: name, unit, ours: a, qemu: b, ratio: round(a.p50 / b.p50) };
-}
+) => pairedMetric(name, unit, ours, qemu, of);
 
 export async function benchDisk(
   o: BootBenchOptions,

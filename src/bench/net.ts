@@ -3,7 +3,6 @@
 // initramfs, command line (with the engine's ip=), memory and vCPUs, a fresh VM of each per run, interleaved.
 // Every packet stays on this machine: the guest sends to the host's loopback through the gateway (10.0.2.2), the
 // host reaches the guest's httpd through a forward on 127.0.0.1.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -13,8 +12,8 @@ import { performance } from 'node:perf_hooks';
 import { GUEST_IP_CMDLINE } from '../guest-build/guest-assets.js';
 import { Vm } from '../vmm/vm.js';
 import { qemuMicrovmArgs, READY_MARKER, type BootBenchOptions } from './boot.js';
-import { serialShell, type SerialShell } from './serial-shell.js';
-import { median, p90 } from './stats.js';
+import { qemuShell, serialShell, type SerialShell } from './serial-shell.js';
+import { median, pairedMetric, type PairedMetric } from './stats.js';
 import { benchHost, type BenchHost } from './vm-create.js';
 
 /** MiB the guest sends the host in the throughput phase (the lab carries about 0.3 MiB/s: nested TCG). */
@@ -39,14 +38,7 @@ interface NetSample {
   requestMs: number;
 }
 
-export interface NetMetric {
-  metric: string;
-  unit: 'MiB/s' | 'ms';
-  ours: { p50: number; p90: number; samples: number[] };
-  qemu: { p50: number; p90: number; samples: number[] };
-  /** Ours divided by QEMU's, at the median. */
-  ratio: number;
-}
+export type NetMetric = PairedMetric<'MiB/s' | 'ms'>;
 
 export interface NetBenchResult {
   name: 'net';
@@ -207,24 +199,8 @@ export function qemuNetArgs(o: BootBenchOptions, hostPort: number | null): strin
   return [...qemuMicrovmArgs(withIp), ...net];
 }
 
-function spawnQemu(o: BootBenchOptions, hostPort: number | null) {
-  const child = spawn(o.qemu, qemuNetArgs(o, hostPort), { stdio: ['pipe', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const closed = new Promise<void>((resolve) => child.on('close', () => resolve()));
-  const ended = new Promise<never>((_, reject) => {
-    child.on('error', (e) => reject(new Error(`cannot run ${o.qemu}: ${e.message}`)));
-    void closed.then(() => reject(new Error(`QEMU ended: ${stderr.trim() || 'no message'}`)));
-  });
-  ended.catch(() => {});
-  const shell = serialShell((text) => child.stdin.write(text), ended, 'QEMU', TIMEOUT_MS);
-  child.stdout.on('data', shell.feed);
-  const stop = async () => {
-    child.kill('SIGKILL');
-    await closed;
-  };
-  return { shell, stop };
-}
+const spawnQemu = (o: BootBenchOptions, hostPort: number | null) =>
+  qemuShell(o.qemu, qemuNetArgs(o, hostPort), TIMEOUT_MS);
 
 async function runQemu(o: BootBenchOptions, sinkPort: number, received: () => Promise<number>) {
   const hostPort = await freePort();
@@ -248,22 +224,13 @@ async function bootPlainQemu(o: BootBenchOptions): Promise<number> {
   }
 }
 
-function metric(
+const metric = (
   name: string,
   unit: NetMetric['unit'],
   ours: NetSample[],
   qemu: NetSample[],
   of: (s: NetSample) => number,
-): NetMetric {
-  const round = (x: number) => Math.round(x * 1000) / 1000;
-  const stats = (samples: number[]) => ({
-    p50: round(median(samples)),
-    p90: round(p90(samples)),
-    samples: samples.map(round),
-  });
-  const [a, b] = [stats(ours.map(of)), stats(qemu.map(of))];
-  return { metric: name, unit, ours: a, qemu: b, ratio: round(a.p50 / b.p50) };
-}
+) => pairedMetric(name, unit, ours, qemu, of);
 
 export async function benchNet(
   o: BootBenchOptions,

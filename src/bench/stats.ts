@@ -23,3 +23,30 @@ export function median(samples: readonly number[]): number {
 export function p90(samples: readonly number[]): number {
   return quantile(samples, 0.9);
 }
+
+/** One figure measured on our VMM and QEMU alike: both medians, p90s and samples (to 3 decimals), ours / QEMU. */
+export interface PairedMetric<Unit extends string> {
+  metric: string;
+  unit: Unit;
+  ours: { p50: number; p90: number; samples: number[] };
+  qemu: { p50: number; p90: number; samples: number[] };
+  /** Ours divided by QEMU's, at the median. */
+  ratio: number;
+}
+
+export function pairedMetric<Sample, Unit extends string>(
+  name: string,
+  unit: Unit,
+  ours: readonly Sample[],
+  qemu: readonly Sample[],
+  of: (s: Sample) => number,
+): PairedMetric<Unit> {
+  const round = (x: number) => Math.round(x * 1000) / 1000;
+  const stats = (samples: number[]) => ({
+    p50: round(median(samples)),
+    p90: round(p90(samples)),
+    samples: samples.map(round),
+  });
+  const [a, b] = [stats(ours.map(of)), stats(qemu.map(of))];
+  return { metric: name, unit, ours: a, qemu: b, ratio: round(a.p50 / b.p50) };
+}
