@@ -35,16 +35,25 @@ function bridge() {
   const refused: string[] = [];
   const opened: string[] = [];
   const done: [string, boolean][] = [];
+  const asked: string[] = [];
   const b = new IpcBridge(client, {
     push: (message) => pushed.push(message),
     openExternal: (url) => opened.push(url),
     operationDone: (title, ok) => done.push([title, ok]),
     refused: (why) => refused.push(why),
+    chooseSavePath: (defaultPath) => (asked.push(defaultPath), Promise.resolve(`${defaultPath}.chosen`)),
   });
-  return { b, pushed, refused, opened, done };
+  return { b, pushed, refused, opened, done, asked };
 }
 
 describe('the renderer reaches the engine only through the checked bridge', () => {
+  it('asks the host for a save path with the default the page proposes, and answers with the chosen one', async () => {
+    const { b, asked } = bridge();
+    const payload = { defaultPath: '/h/exports/a-b.smolmachine' };
+    expect(await b.handle(CHANNELS.chooseSavePath, app, payload)).toBe('/h/exports/a-b.smolmachine.chosen');
+    expect(asked).toEqual(['/h/exports/a-b.smolmachine']);
+  });
+
   it('answers API calls with the engine data, and engine errors as data', async () => {
     const { b } = bridge();
     expect(await b.handle(CHANNELS.request, app, { method: 'GET', path: '/episodes' })).toEqual({

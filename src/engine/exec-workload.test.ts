@@ -13,9 +13,12 @@ describe('exec defaults', () => {
       cwd: '/app',
       user: 'app',
     });
-    expect(withWorkload({ argv: ['id'], env: { B: 'asked', C: 'asked' }, cwd: '/tmp', user: '0' }, workload)).toEqual(
-      { argv: ['id'], env: { A: 'image', B: 'asked', C: 'asked' }, cwd: '/tmp', user: '0' },
-    );
+    expect(withWorkload({ argv: ['id'], env: { B: 'asked', C: 'asked' }, cwd: '/tmp', user: '0' }, workload)).toEqual({
+      argv: ['id'],
+      env: { A: 'image', B: 'asked', C: 'asked' },
+      cwd: '/tmp',
+      user: '0',
+    });
   });
 
   it('leave a request alone when the workload sets nothing, or there is none', () => {

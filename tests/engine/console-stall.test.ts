@@ -173,7 +173,8 @@ describe('a stalled console reader never stalls a guest', { timeout: 300_000 }, 
     // it from the stop on is what the vmhost had in flight and the VMM's ring held, not the whole stop's output.
     const marker = await eventually(
       'the output to say what was dropped while the engine was stopped',
-      async () => live.markers.find((m) => m.offset >= stoppedAt && m.text.endsWith("the console's reader fell behind]")),
+      async () =>
+        live.markers.find((m) => m.offset >= stoppedAt && m.text.endsWith("the console's reader fell behind]")),
       60_000,
     );
     expect(marker.count).toBeGreaterThan(0);

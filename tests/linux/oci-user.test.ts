@@ -62,7 +62,20 @@ describe("an OCI image's User", () => {
     expect(exec.status, exec.stderr).toBe(0);
     expect(exec.stdout).toBe('1000\n1001\n1001 1002\n/home/app\n/home/app app from-the-image-env\n');
 
-    const overridden = await home.smol(['exec', '-u', '0', '-w', '/tmp', '-e', 'GREETING=asked', vm, '--', '/bin/sh', '-c', ID]);
+    const overridden = await home.smol([
+      'exec',
+      '-u',
+      '0',
+      '-w',
+      '/tmp',
+      '-e',
+      'GREETING=asked',
+      vm,
+      '--',
+      '/bin/sh',
+      '-c',
+      ID,
+    ]);
     expect(overridden.status, overridden.stderr).toBe(0);
     expect(overridden.stdout).toBe('0\n0\n0\n/tmp\n/root root asked\n');
 

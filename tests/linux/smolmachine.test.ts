@@ -42,7 +42,7 @@ describe('a Linux guest with a disk, packed and opened elsewhere', () => {
     await sh(
       one,
       vm,
-      'setsid sh -c \'i=0; while true; do i=$((i+1)); echo $i > /work/count; sleep 0.2; done\' </dev/null >/dev/null 2>&1 &',
+      "setsid sh -c 'i=0; while true; do i=$((i+1)); echo $i > /work/count; sleep 0.2; done' </dev/null >/dev/null 2>&1 &",
     );
     await new Promise((resolve) => setTimeout(resolve, 1500));
     const packed = await one.pack(vm, file);
