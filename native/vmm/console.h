@@ -16,7 +16,13 @@
 #define CONSOLE_OUT_LIMIT (1u << 20)	/* default: a writer waits when this much output is unread */
 #define CONSOLE_OUT_RESERVE 4096u	/* room for bytes written while the VM pauses or stops */
 #define CONSOLE_IN_LIMIT (1u << 20)
-#define CONSOLE_STALL_MS 100u		/* default: a full ring unread this long means the reader is stalled */
+/*
+ * Default: a full ring unread this long means the reader is stalled. 100 ms was too short: a busy Node event loop (a
+ * GC, a large synchronous step) went that long without reading and lost lines of a reader that was keeping up
+ * (tests/vmm/lifecycle.test.ts, "loses no console output", under CI's load). A second is far below what Linux
+ * reports as a stall (RCU after 21 s, soft lockup after 20 s).
+ */
+#define CONSOLE_STALL_MS 1000u
 #define CONSOLE_MARKER_MAX 96u		/* the dropped-bytes marker's longest form */
 
 struct byte_ring {
