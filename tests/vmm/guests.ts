@@ -89,3 +89,15 @@ export async function runGuest(
   }
   return { output: guest.output(), exit };
 }
+
+/** The device names of a state blob's DEVICE sections, in file order (docs/snapshots.md, "state"). */
+export function deviceSections(state: Buffer): string[] {
+  const names: string[] = [];
+  for (let at = 64, n = state.readUInt32LE(56); n > 0; n--) {
+    const kind = state.readUInt32LE(at);
+    const len = Number(state.readBigUInt64LE(at + 8));
+    if (kind === 64) names.push(state.toString('latin1', at + 17, at + 17 + state[at + 16]!));
+    at += 16 + len + ((8 - (len % 8)) % 8);
+  }
+  return names;
+}

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Vm } from '../../src/vmm/vm.js';
-import { startGuest, watchConsole, type RunningGuest } from './guests.js';
+import { startGuest, watchConsole, type RunningGuest, deviceSections } from './guests.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const work = mkdtempSync(path.join(tmpdir(), 'smol-snapshot-test-'));
@@ -307,18 +307,6 @@ describe('dirty tracking', () => {
     await fromFull.vm.kill();
   });
 });
-
-/** The device names of a state blob's DEVICE sections, in file order (docs/snapshots.md, "state"). */
-function deviceSections(state: Buffer): string[] {
-  const names: string[] = [];
-  for (let at = 64, n = state.readUInt32LE(56); n > 0; n--) {
-    const kind = state.readUInt32LE(at);
-    const len = Number(state.readBigUInt64LE(at + 8));
-    if (kind === 64) names.push(state.toString('latin1', at + 17, at + 17 + state[at + 16]!));
-    at += 16 + len + ((8 - (len % 8)) % 8);
-  }
-  return names;
-}
 
 describe('a VM with every device', () => {
   it('saves every device in setup order, and restores and forks with each one in its place', async () => {

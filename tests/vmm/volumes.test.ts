@@ -7,22 +7,10 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadNative } from '../../src/vmm/native.js';
 import { Vm } from '../../src/vmm/vm.js';
-import { startGuest, watchConsole } from './guests.js';
+import { startGuest, watchConsole, deviceSections } from './guests.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'smol-volumes-test-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
-
-/** The device names of a state blob's DEVICE sections, in file order (docs/snapshots.md, "state"). */
-function deviceSections(state: Buffer): string[] {
-  const names: string[] = [];
-  for (let at = 64, n = state.readUInt32LE(56); n > 0; n--) {
-    const kind = state.readUInt32LE(at);
-    const len = Number(state.readBigUInt64LE(at + 8));
-    if (kind === 64) names.push(state.toString('latin1', at + 17, at + 17 + state[at + 16]!));
-    at += 16 + len + ((8 - (len % 8)) % 8);
-  }
-  return names;
-}
 
 function image(name: string, mib: number): string {
   const file = path.join(work, name);
