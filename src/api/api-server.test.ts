@@ -239,12 +239,12 @@ describe('API transport', () => {
     };
     for (const route of ROUTES) {
       const url = route.path.replace(/:(\w+)/g, (_, name: keyof typeof params) => params[name]);
-      const query = route.query?.shape.force
-        ? '?force=true'
-        : route.query?.shape.port
-          ? '?port=4242'
-          : route.query?.shape.reference
-            ? '?reference=python:3.12-slim'
+      const query = route.query?.shape.reference
+        ? '?reference=python:3.12-slim&force=true'
+        : route.query?.shape.force
+          ? '?force=true'
+          : route.query?.shape.port
+            ? '?port=4242'
             : '';
       const body = await client.request(route.method, url + query, bodies[route.operation]);
       if (route.response) expect(() => route.response!.parse(body), `${route.method} ${url}`).not.toThrow();

@@ -88,10 +88,12 @@ export interface GuestFile {
 
 /** The root disk images of the engine's guest cache (docs/images.md); src/api/image-routes.ts has the files' own. */
 export interface ImageOperations {
-  list(): ImageSummary[];
+  list(): ImageSummary[] | Promise<ImageSummary[]>;
   pull(request: PullImageRequest): Promise<PulledImage>;
-  remove(reference: string): Promise<RemovedImages>;
-  prune(): Promise<RemovedImages>;
+  /** Without `force`, refuses (409) an image a snapshot or VM needs. */
+  remove(reference: string, force?: boolean): Promise<RemovedImages>;
+  /** `dryRun`: what it would remove, removing nothing. */
+  prune(dryRun?: boolean): Promise<RemovedImages>;
 }
 
 export interface EngineApi {
@@ -141,6 +143,8 @@ export interface EngineApi {
   /** A new episode whose first VM restores a .smolmachine file's state. */
   openMachine(request: OpenMachineRequest): Promise<CreateEpisodeResponse>;
   gc(): Promise<GcResult>;
+  /** Sends an event to every subscriber (an image pull's progress, from image-routes.ts). */
+  publish?(event: EngineEvent): void;
   /** Every event from now on, in order; returns the unsubscribe. */
   subscribe(listener: (event: EngineEvent) => void): () => void;
   /** Opens a TCP listener protected by a new random token (`smol serve`). */

@@ -102,7 +102,13 @@ export const OPERATIONS = {
     path: `${API_PREFIX}/images`,
     summary: 'Forget a pulled reference; an image no reference names leaves the cache (smol image rm)',
     query: z
-      .object({ reference: z.string().min(1).max(4096).describe('the reference, or an image name oci-<hash>') })
+      .object({
+        reference: z.string().min(1).max(4096).describe('the reference, or an image name oci-<hash>'),
+        force: z
+          .enum(['true', 'false'])
+          .optional()
+          .describe('true: also when snapshots need it (their copy stays until prune finds it unused)'),
+      })
       .strict(),
     response: s.RemovedImages,
   }),
@@ -110,6 +116,11 @@ export const OPERATIONS = {
     method: 'POST',
     path: `${API_PREFIX}/images/prune`,
     summary: 'Remove every image no snapshot or VM sits on, and the layers no image needs (smol image prune)',
+    query: z
+      .object({
+        dryRun: z.enum(['true', 'false']).optional().describe('true: say what it would remove, remove nothing'),
+      })
+      .strict(),
     response: s.RemovedImages,
   }),
   getEpisode: operation({

@@ -315,6 +315,17 @@ export const ImageSummary = z
     allocated: z.number().int(),
     built: z.string(),
     seconds: z.number().nullable(),
+    /** What keeps the engine's copy of it (docs/images.md, "Keeping what snapshots need"): rm refuses it, prune keeps it, while any is. */
+    usedBy: z
+      .array(
+        z.object({
+          snapshot: SnapshotId.nullable().describe("null: a VM's own disk layer, no snapshot's"),
+          episode: EpisodeId.nullable(),
+          name: z.string().nullable(),
+          layer: z.string().nullable(),
+        }),
+      )
+      .optional(),
   })
   .meta({ id: 'ImageSummary' });
 export const ImageList = z.object({ images: z.array(ImageSummary) }).meta({ id: 'ImageList' });
@@ -414,6 +425,23 @@ export const EngineEvent = z
       vm: VmId.nullable(),
       done: z.number(),
       total: z.number(),
+    }),
+    z.object({
+      /** An image pull of the API's (pullImage): its steps, and each layer's as `docker pull` shows them. */
+      type: z.literal('image.pull'),
+      /** The reference as the pull request named it. */
+      reference: z.string(),
+      step: z.string().optional(),
+      detail: z.string().optional(),
+      layer: z
+        .object({
+          index: z.number().int(),
+          digest: z.string(),
+          status: z.enum(['waiting', 'downloading', 'downloaded', 'cached', 'extracting', 'done']),
+          received: z.number(),
+          total: z.number(),
+        })
+        .optional(),
     }),
     z.object({
       type: z.literal('vm.network.refused'),

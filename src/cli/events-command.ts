@@ -32,6 +32,10 @@ export function describeEvent(event: EngineEvent): string {
       return event.id;
     case 'progress':
       return `${event.operation} ${event.vm ?? '-'} ${event.done}/${event.total}`;
+    case 'image.pull':
+      return event.layer
+        ? `${event.reference} layer ${event.layer.index + 1} ${event.layer.digest.slice(7, 19)} ${event.layer.status} ${event.layer.received}/${event.layer.total}`
+        : `${event.reference} ${event.step ?? ''} ${event.detail ?? ''}`.trimEnd();
     case 'metrics':
       return `${event.vm} cpu ${event.cpuPercent.toFixed(1)}% resident ${event.memory.residentBytes}`;
     case 'vm.network.refused': {

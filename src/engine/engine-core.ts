@@ -228,6 +228,11 @@ export class EngineCore {
     }
   }
 
+  /** An event from outside the engine's own operations (an image pull's progress, src/api/image-routes.ts). */
+  publish(event: EngineEvent): void {
+    this.emit(event);
+  }
+
   subscribe(listener: (event: EngineEvent) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);

@@ -578,21 +578,23 @@ export interface RemovedImage {
   bytes: number;
 }
 
-function removeFile(file: string, removed: RemovedImage[], name: string): void {
+/** Removes `file` (only counts it when `dryRun`) and says what that frees. */
+function removeFile(file: string, removed: RemovedImage[], name: string, dryRun = false): void {
   let bytes = 0;
   try {
     bytes = statSync(file).blocks * 512;
   } catch {
     return;
   }
-  rmSync(file, { force: true });
+  if (!dryRun) rmSync(file, { force: true });
   removed.push({ name, file, bytes });
 }
 
-/** Removes the blobs no OCI image record in `dir` names; returns them. */
-function pruneBlobs(dir: string, removed: RemovedImage[]): void {
+/** Removes the blobs no OCI image record in `dir` names, but for the images in `gone`; returns them. */
+function pruneBlobs(dir: string, removed: RemovedImage[], dryRun = false, gone = new Set<string>()): void {
   const keep = new Set<string>();
   for (const image of listOciImages(dir)) {
+    if (gone.has(image.name)) continue;
     const record = readOciRecord(dir, image.name);
     record?.layers.forEach((l) => keep.add(l.digest.slice(7)));
     if (record) keep.add(record.configDigest.slice(7));
@@ -604,7 +606,9 @@ function pruneBlobs(dir: string, removed: RemovedImage[]): void {
   } catch {
     return;
   }
-  for (const name of names) if (!keep.has(name)) removeFile(path.join(blobs, name), removed, `blob sha256:${name}`);
+  for (const name of names) {
+    if (!keep.has(name)) removeFile(path.join(blobs, name), removed, `blob sha256:${name}`, dryRun);
+  }
 }
 
 /**
@@ -642,26 +646,30 @@ export async function removeOciImage(
 /**
  * `smol image prune`: removes every image no disk layer of the engine sits on (no snapshot, no VM): from the guest
  * cache (OCI and Debian images, with their records; the builtin root disk is `smol guest build`'s), from
- * SMOL_HOME/images (the engine's copies), and the blobs no image left needs.
+ * SMOL_HOME/images (the engine's copies), and the blobs no image left needs. `dryRun`: what it would remove, kept.
  */
-export async function pruneImages(options: { dir?: string; home: string }): Promise<RemovedImage[]> {
+export async function pruneImages(options: { dir?: string; home: string; dryRun?: boolean }): Promise<RemovedImage[]> {
   const dir = options.dir ?? imagesDir();
+  const dryRun = options.dryRun ?? false;
   const used = await basesInUse(options.home);
   const removed: RemovedImage[] = [];
   const engineImages = path.join(options.home, IMAGES_DIR);
   for (const name of existsSync(engineImages) ? readdirSync(engineImages) : []) {
     if (!name.endsWith('.ext4') || used.has(name)) continue;
-    removeFile(path.join(engineImages, name), removed, name.replace(/\.ext4$/, ''));
+    removeFile(path.join(engineImages, name), removed, name.replace(/\.ext4$/, ''), dryRun);
   }
   const refs = readRefs(dir);
+  const gone = new Set<string>();
   for (const name of existsSync(dir) ? readdirSync(dir) : []) {
     const match = /^((?:oci|volume|debian-[a-z][a-z0-9-]*)-[0-9a-f]{16})\.ext4$/.exec(name);
     if (!match || used.has(name)) continue;
-    removeFile(path.join(dir, name), removed, match[1]!);
+    gone.add(match[1]!);
+    removeFile(path.join(dir, name), removed, match[1]!, dryRun);
+    if (dryRun) continue;
     rmSync(path.join(dir, `${match[1]}.json`), { force: true });
     for (const [ref, entry] of Object.entries(refs.refs)) if (entry.name === match[1]) delete refs.refs[ref];
   }
-  if (existsSync(dir)) writeRefs(dir, refs);
-  pruneBlobs(dir, removed);
+  if (existsSync(dir) && !dryRun) writeRefs(dir, refs);
+  pruneBlobs(dir, removed, dryRun, gone);
   return removed;
 }

@@ -50,12 +50,7 @@ describe.skipIf(!asRoot)('the image lifecycle (as root)', () => {
     const a = await images.pull({ reference: `oci:${one.dir}:v1` });
     const b = await images.pull({ reference: `oci:${two.dir}:v1` });
     expect(a.name).not.toBe(b.name);
-    expect(
-      images
-        .list()
-        .map((i) => i.name)
-        .sort(),
-    ).toEqual([a.name, b.name].sort());
+    expect((await images.list()).map((i) => i.name).sort()).toEqual([a.name, b.name].sort());
 
     // The engine adopted image a for an episode (a hard link in SMOL_HOME/images) and a snapshot's layer sits on it.
     mkdirSync(path.join(home, 'images'));
@@ -66,7 +61,11 @@ describe.skipIf(!asRoot)('the image lifecycle (as root)', () => {
     linkSync(b.file, path.join(home, 'images', `${b.name}.ext4`));
 
     await expect(images.remove('oci:/no/such/layout:v1')).rejects.toThrow(/^no image oci:\/no\/such\/layout:v1 in /);
+    // A dry run says what prune will free and frees nothing.
+    const planned = await images.prune(true);
+    expect(existsSync(b.file) && existsSync(path.join(home, 'images', `${b.name}.ext4`))).toBe(true);
     const pruned = await images.prune();
+    expect(planned.removed).toEqual(pruned.removed);
     const names = pruned.removed.map((r) => r.name);
     expect(names).toContain(b.name);
     expect(names).not.toContain(a.name);
@@ -75,17 +74,33 @@ describe.skipIf(!asRoot)('the image lifecycle (as root)', () => {
     expect(existsSync(b.file) || existsSync(path.join(home, 'images', `${b.name}.ext4`))).toBe(false);
     for (const digest of one.layerDigests)
       expect(existsSync(path.join(cacheImages, 'blobs/sha256', digest.slice(7)))).toBe(true);
-    expect(images.list().map((i) => i.name)).toEqual([a.name]);
+    expect((await images.list()).map((i) => i.name)).toEqual([a.name]);
 
-    // rm forgets the reference and takes the cache's copy; the snapshot's copy stays, and says so.
-    const removed = await images.remove(`oci:${one.dir}:v1`);
+    // The list says what keeps it: first the layer no snapshot owns (a VM's), then the snapshot that owns it.
+    const layer = '0123456789abcdef0123.layer';
+    expect((await images.list())[0]!.usedBy).toEqual([{ snapshot: null, episode: null, name: null, layer }]);
+    const snapshot = path.join(home, 'snapshots', 'sn-bbbbbbbbbb');
+    mkdirSync(snapshot, { recursive: true });
+    const manifest = { id: 'sn-bbbbbbbbbb', episode: 'ep-cccccccccc', name: 'before', diskLayers: [layer] };
+    writeFileSync(path.join(snapshot, 'manifest.json'), JSON.stringify(manifest));
+    expect((await images.list())[0]!.usedBy).toEqual([
+      { snapshot: 'sn-bbbbbbbbbb', episode: 'ep-cccccccccc', name: 'before', layer },
+    ]);
+    // rm refuses it, naming the snapshot, and leaves everything as it was.
+    await expect(images.remove(`oci:${one.dir}:v1`)).rejects.toThrow(
+      `oci:${one.dir}:v1 is needed by snapshot "before" (sn-bbbbbbbbbb) of episode ep-cccccccccc: delete it first`,
+    );
+    expect(existsSync(a.file)).toBe(true);
+    // Forced, rm forgets the reference and takes the cache's copy; the snapshot's copy stays, and says so.
+    const removed = await images.remove(`oci:${one.dir}:v1`, true);
     expect(removed.inUse).toBe(true);
     expect(existsSync(a.file)).toBe(false);
     expect(existsSync(adopted)).toBe(true);
-    expect(images.list()).toEqual([]);
+    expect(await images.list()).toEqual([]);
     expect(readdirSync(path.join(cacheImages, 'blobs/sha256'))).toEqual([]);
     // Once no layer sits on it, prune frees the engine's copy too.
     rmSync(path.join(home, 'disks', '0123456789abcdef0123.layer'));
+    rmSync(snapshot, { recursive: true });
     expect((await images.prune()).removed.map((r) => r.file)).toEqual([adopted]);
   }, 120_000);
 

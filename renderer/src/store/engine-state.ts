@@ -204,6 +204,7 @@ export function applyEvent(state: EngineState, event: EngineEvent): EngineState 
     }
     case 'vm.network.refused':
       return addRefusal(state, event.vm, event.refusal, event.refused);
+    case 'image.pull': // the images view keeps its pulls' progress (renderer/src/images/images-store.ts)
     case 'metrics':
       // Kept apart, for the sparklines (metrics.ts): not engine state that renders.
       return state;
