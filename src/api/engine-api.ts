@@ -152,5 +152,5 @@ export interface EngineApi {
   /** Closes the TCP listener on `port`. */
   unlisten(port: number): Promise<void>;
   /** Suspends every running VM and ends the engine process. */
-  shutdown(): Promise<void>;
+  shutdown(options?: { force?: boolean }): Promise<void>;
 }

@@ -339,8 +339,12 @@ export const OPERATIONS = {
   shutdown: operation({
     method: 'POST',
     path: `${API_PREFIX}/engine/shutdown`,
-    summary: 'Suspend every running VM and end the engine (the next engine resumes them)',
+    summary:
+      'Suspend every running VM and end the engine (the next engine resumes them). When a VM cannot be suspended ' +
+      '(no space left for its snapshot) the engine keeps running with it and answers why; force=true ends the engine ' +
+      'anyway and those VMs are lost',
     status: 202,
+    query: ForceQuery,
   }),
 } as const satisfies Record<string, OperationSpec>;
 

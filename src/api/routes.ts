@@ -85,7 +85,7 @@ const HANDLERS: Handlers = {
   gc: (api) => api.gc(),
   listen: (api, _p, body) => api.listen(body),
   unlisten: (api, _p, _b, query) => api.unlisten(query.port),
-  shutdown: (api) => api.shutdown(),
+  shutdown: (api, _p, _b, query) => api.shutdown({ force: query.force === 'true' }),
 };
 
 export const ROUTES: readonly Route[] = (Object.keys(OPERATIONS) as OperationName[]).map((operation) => {

@@ -11,11 +11,13 @@ import { CommandError } from './errors.js';
 
 export const ENGINE_HELP = `Usage: smol engine [run] [--home DIR]
        smol engine status [--json]
-       smol engine stop
+       smol engine stop [--force]
 
 run (the default) runs the engine of a data dir in the foreground (clients such as smol up start it in the
 background when none runs). stop suspends every running VM to a snapshot and ends it; the next engine resumes
-them. The data dir is --home, else $SMOL_HOME, else $XDG_DATA_HOME/smol-studio (~/.local/share/smol-studio).
+them. When a VM cannot be suspended (no space left for its snapshot) the engine stays, that VM goes on running,
+and stop says why and exits 1; --force ends the engine anyway, losing those VMs' running state. The data dir is
+--home, else $SMOL_HOME, else $XDG_DATA_HOME/smol-studio (~/.local/share/smol-studio).
 `;
 
 function version(): string {
@@ -26,12 +28,13 @@ export async function runEngineCommand(argv: string[]): Promise<number> {
   const { flags, args, help } = parseCommand(
     'engine',
     argv,
-    { ...JSON_FLAG, home: { type: 'string' } },
+    { ...JSON_FLAG, home: { type: 'string' }, force: { type: 'boolean' } },
     { min: 0, max: 1, names: 'run, status or stop' },
   );
   if (helpOr(help, ENGINE_HELP)) return 0;
   const home = path.resolve(flags.home ?? smolHomeDir());
   const action = args[0] ?? 'run';
+  if (flags.force && action !== 'stop') throw new CommandError('engine: --force is an option of stop only', EXIT.usage);
   if (action === 'run') return runEngine({ home, version: version() });
   if (action !== 'status' && action !== 'stop') {
     throw new CommandError(`engine: unknown action ${action} (run, status or stop)`, EXIT.usage);
@@ -55,7 +58,7 @@ export async function runEngineCommand(argv: string[]): Promise<number> {
       );
     return 0;
   }
-  await client.call('shutdown');
+  await client.call('shutdown', flags.force ? { query: { force: 'true' } } : {});
   // The engine suspends its VMs, then exits: wait for it to be gone.
   const { pidAlive } = await import('../engine/engine-process.js');
   for (let i = 0; i < 600; i++) {

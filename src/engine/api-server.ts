@@ -350,7 +350,9 @@ async function listenOnSocket(server: http.Server, socketPath: string): Promise<
   const existing = lstatSync(socketPath, { throwIfNoEntry: false });
   if (existing && !existing.isSocket()) throw new Error(`${socketPath} exists and is not a socket`);
   if (existing && (await answers(socketPath))) throw new Error(`something already answers on ${socketPath}`);
-  const dir = mkdtempSync(path.join(path.dirname(socketPath), '.')); // short: a socket path has ~107 bytes
+  // Inside the socket's own directory (a sibling could be on another file system: SMOL_HOME as a mount point), with
+  // a short name: a socket path has ~107 bytes. Not path.join, which would drop the trailing '/.'.
+  const dir = mkdtempSync(`${path.dirname(socketPath)}${path.sep}.`);
   const bound = path.join(dir, 's');
   try {
     await listen(server, bound);

@@ -779,7 +779,37 @@ export class Engine extends EngineCore implements EngineApi {
   /** Set by the engine process: how an API request to stop the engine ends it (after answering). */
   onShutdownRequest: (() => void) | null = null;
 
-  async shutdown(): Promise<void> {
+  /**
+   * Ends the engine after suspending its live VMs. Unless `force`, every live VM is suspended first and the engine
+   * stays when one cannot be (a full disk): that VM goes on running and the request fails saying which and why, so
+   * a stop never throws a guest's running state away unasked.
+   */
+  async shutdown({ force = false }: { force?: boolean } = {}): Promise<void> {
+    if (!force) {
+      const failed: string[] = [];
+      const live = [...this.episodes.values()].flatMap((ep) => ep.vms).filter((vm) => LIVE_STATES.has(vm.state));
+      await Promise.all(
+        live.map((vm) =>
+          this.withLock(vm.id, async () => {
+            if (LIVE_STATES.has(vm.state)) await this.suspendVm(vm, true);
+          }).catch((error: unknown) => {
+            this.options.log(`engine: could not suspend ${vm.id}: ${(error as Error).message}`);
+            const now = LIVE_STATES.has(vm.state) ? 'it goes on running' : `it is ${vm.state} now`;
+            failed.push(`${vm.name} (${vm.id}): ${(error as Error).message}; ${now}`);
+          }),
+        ),
+      );
+      if (failed.length > 0) {
+        const message =
+          `the engine did not stop: ${failed.length === 1 ? 'a VM' : `${failed.length} VMs`} could not be ` +
+          `suspended (any others are). ${failed.join('. ')}. Make room and stop again, or stop with force ` +
+          `(smol engine stop --force) to lose their running state`;
+        // No space for a snapshot is HTTP 507 (as the checkpoint that failed); anything else a conflict.
+        if (failed.some((why) => why.includes('no space left')))
+          throw Object.assign(new Error(message), { code: 'ENOSPC' });
+        throw new ApiFailure(409, message);
+      }
+    }
     if (this.onShutdownRequest) setImmediate(this.onShutdownRequest);
     else await this.suspendAll();
   }
