@@ -1,11 +1,14 @@
 // The episodes: live status, uptime, snapshot count and disk use, search, and ticked rows for bulk actions. Each
 // row subscribes to its own episode only, so an event about one episode re-renders one row.
-// CPU and memory sparklines sum the episode's running VMs (metrics events, Sparkline.tsx).
-import { memo, useEffect, useMemo, useRef, useState } from 'react';
+// CPU and memory sparklines sum the episode's running VMs (metrics events, Sparkline.tsx). A click on a column's
+// header sorts by it, again the other way (sort-order.ts: kept across reloads); newest first until then.
+import { memo, useEffect, useRef, useState } from 'react';
 import { useShallow } from 'zustand/react/shallow';
 import { useApp, useAppState } from '../app-context.js';
 import { useNow } from '../clock.js';
 import { formatBytes, formatDuration, formatTime } from '../format.js';
+import { sortBy, useSortOrder, type SortOrder } from '../sort-order.js';
+import type { AppState } from '../store/app-store.js';
 import {
   connected,
   deleteTicked,
@@ -15,8 +18,40 @@ import {
   setTicked,
   toggleTicked,
 } from '../store/selection.js';
+import { SortHeader } from './SortHeader.js';
 import { Sparklines } from './Sparkline.js';
 import { StateBadge } from './StateBadge.js';
+
+const COLUMNS = ['name', 'state', 'vms', 'uptime', 'snapshots', 'disk', 'created'] as const;
+type Column = (typeof COLUMNS)[number];
+const NEWEST_FIRST: SortOrder<Column> = { column: 'created', direction: 'desc' };
+
+/** What an episode sorts by in `column` (created: the engine's order, which is the order of creation). */
+function sortKey(s: AppState, id: string, column: Column): string | number {
+  const episode = s.engine.episodes[id]!;
+  switch (column) {
+    case 'name':
+      return episode.name;
+    case 'state':
+      return episode.state;
+    case 'vms':
+      return episode.vmIds.length;
+    case 'uptime': {
+      // The earliest start among its running VMs, as a number that grows with the uptime; not running: none.
+      const since = episode.vmIds
+        .map((vm) => s.engine.vms[vm]?.runningSince)
+        .filter((t): t is string => !!t)
+        .map((t) => Date.parse(t));
+      return since.length ? -Math.min(...since) : -Number.MAX_VALUE;
+    }
+    case 'snapshots':
+      return episode.snapshotCount;
+    case 'disk':
+      return episode.diskBytes;
+    case 'created':
+      return s.engine.episodeIds.indexOf(id);
+  }
+}
 
 function Uptime({ since }: { since: string }) {
   const now = useNow();
@@ -120,22 +155,24 @@ export function EpisodeList() {
   const online = useAppState(connected);
   const total = useAppState((s) => s.engine.episodeIds.filter((id) => !s.pendingDeletes.includes(id)).length);
   const connection = useAppState((s) => s.connection.state);
+  const [order, sortOn] = useSortOrder('episodes', COLUMNS, NEWEST_FIRST);
   const ids = useAppState(
     useShallow((s) => {
       const needle = s.search.trim().toLowerCase();
-      return s.engine.episodeIds.filter((id) => {
+      const shown = s.engine.episodeIds.filter((id) => {
         if (s.pendingDeletes.includes(id)) return false;
         const episode = s.engine.episodes[id];
-        if (!episode || !needle) return true;
+        if (!episode) return false;
+        if (!needle) return true;
         const names = episode.vmIds.map((vm) => s.engine.vms[vm]?.name ?? '');
         return [episode.name, episode.id, episode.state, episode.smolfile.path, ...names].some((text) =>
           text.toLowerCase().includes(needle),
         );
       });
+      return sortBy(shown, (id) => sortKey(s, id, order.column), order.direction);
     }),
   );
-  const newest = useMemo(() => [...ids].reverse(), [ids]);
-  const { scroller, first, last, above, below } = useWindow(newest.length);
+  const { scroller, first, last, above, below } = useWindow(ids.length);
   const allTicked = ids.length > 0 && ids.every((id) => ticked.includes(id));
   return (
     <section className="episodes" aria-label="Episodes">
@@ -189,7 +226,7 @@ export function EpisodeList() {
         </div>
       ) : (
         <div className="table-scroll" ref={scroller}>
-          <table className="grid" aria-rowcount={newest.length + 1}>
+          <table className="grid" aria-rowcount={ids.length + 1}>
             <thead>
               <tr>
                 <th className="check">
@@ -200,19 +237,33 @@ export function EpisodeList() {
                     onChange={() => setTicked(store, allTicked ? [] : ids)}
                   />
                 </th>
-                <th>Episode</th>
-                <th>State</th>
-                <th className="num">VMs</th>
-                <th className="num">Uptime</th>
+                <SortHeader column="name" order={order} choose={sortOn}>
+                  Episode
+                </SortHeader>
+                <SortHeader column="state" order={order} choose={sortOn}>
+                  State
+                </SortHeader>
+                <SortHeader column="vms" order={order} choose={sortOn} className="num">
+                  VMs
+                </SortHeader>
+                <SortHeader column="uptime" order={order} choose={sortOn} className="num">
+                  Uptime
+                </SortHeader>
                 <th>CPU · memory</th>
-                <th className="num">Snapshots</th>
-                <th className="num">Disk</th>
-                <th className="num">Created</th>
+                <SortHeader column="snapshots" order={order} choose={sortOn} className="num">
+                  Snapshots
+                </SortHeader>
+                <SortHeader column="disk" order={order} choose={sortOn} className="num">
+                  Disk
+                </SortHeader>
+                <SortHeader column="created" order={order} choose={sortOn} className="num">
+                  Created
+                </SortHeader>
               </tr>
             </thead>
             <tbody>
               {above > 0 && <tr className="spacer-row" style={{ height: above }} aria-hidden="true" />}
-              {newest.slice(first, last).map((id, i) => (
+              {ids.slice(first, last).map((id, i) => (
                 <EpisodeRow key={id} id={id} index={first + i} />
               ))}
               {below > 0 && <tr className="spacer-row" style={{ height: below }} aria-hidden="true" />}
