@@ -35,7 +35,8 @@ export function installShortcuts(app: App, target: Window = window): () => void 
     if (state.paletteOpen || state.dialog || typing(event.target) || event.ctrlKey || event.metaKey || event.altKey)
       return;
     if (event.key === '/') {
-      const search = document.getElementById('episode-search');
+      // The episodes' search, or in an episode with many VMs the VM search (VmPicker.tsx).
+      const search = document.getElementById('episode-search') ?? document.getElementById('vm-search');
       if (search) {
         event.preventDefault();
         search.focus();

@@ -21,6 +21,7 @@ import { SnapshotDetails } from './SnapshotDetails.js';
 import { Sparklines } from './Sparkline.js';
 import { StateBadge } from './StateBadge.js';
 import { VmNetwork } from './VmNetwork.js';
+import { VM_PICKER_FROM, VmPicker } from './VmPicker.js';
 
 function Uptime({ since }: { since: string }) {
   const now = useNow();
@@ -210,12 +211,22 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
           Delete episode
         </button>
       </header>
-      <div className="vm-bar" role="tablist" aria-label="VMs">
-        {vmIds.map((id) => (
-          <VmTab key={id} vmId={id} active={id === vmId} />
-        ))}
-        {vmIds.length === 0 && <span className="muted pad">No VMs: fork a snapshot to run one.</span>}
-      </div>
+      {vmIds.length >= VM_PICKER_FROM ? (
+        // Many VMs: a search and list of them, and the selected one's tab (VmPicker.tsx).
+        <div className="vm-bar many">
+          <VmPicker vmIds={vmIds} selected={vmId} />
+          <div role="tablist" aria-label="VMs">
+            {vmId && <VmTab key={vmId} vmId={vmId} active />}
+          </div>
+        </div>
+      ) : (
+        <div className="vm-bar" role="tablist" aria-label="VMs">
+          {vmIds.map((id) => (
+            <VmTab key={id} vmId={id} active={id === vmId} />
+          ))}
+          {vmIds.length === 0 && <span className="muted pad">No VMs: fork a snapshot to run one.</span>}
+        </div>
+      )}
       {vmId && <VmActions vmId={vmId} />}
       <div
         className={`episode-body${maximised ? ' tree-maximised' : ''}`}
