@@ -3,6 +3,7 @@
 import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { Vm } from '../vmm/vm.js';
+import type { BootTrace } from './boot-trace.js';
 import { benchHost, summarize, withTimeout, type BenchMetric, type BenchResult } from './vm-create.js';
 
 /** What the base initramfs's /init prints once user space is up (resources/guest-initramfs/init). */
@@ -104,6 +105,8 @@ export interface BootBenchResult extends BenchResult {
   ratio: { p50: number; p90: number };
   qemu: { binary: string; args: string[] };
   cmdline: string;
+  /** With --trace: the traced boots' breakdown (boot-trace.ts). */
+  trace?: BootTrace;
 }
 
 export async function benchBoot(

@@ -76,6 +76,20 @@ describe('smol bench arguments', () => {
     expect(() => parseBenchArgs(['boot', '--kernel', 'vmlinux'])).toThrow(/--kernel and --initrd together/);
   });
 
+  it('boot takes --trace (traced boots after the timed ones); disk, net and restore --linux do not', () => {
+    expect(parseBenchArgs(['boot', '--trace', '--runs', '3'])).toMatchObject({ name: 'boot', runs: 3, trace: true });
+    expect(parseBenchArgs(['boot'])).not.toHaveProperty('trace');
+    for (const argv of [
+      ['disk', '--trace'],
+      ['net', '--trace'],
+      ['restore', '--linux', '--trace'],
+    ]) {
+      expect(() => parseBenchArgs(argv)).toThrow(
+        '--trace is an option of the vm-create, boot, snapshot, restore, fork and fanout benchmarks only',
+      );
+    }
+  });
+
   it('refuses the boot options for vm-create', () => {
     expect(() => parseBenchArgs(['vm-create', '--cpus', '2'])).toThrow(
       '--cpus is an option of the boot benchmark only',
