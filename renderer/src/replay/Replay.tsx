@@ -1,6 +1,6 @@
 // The timeline of one VM: its console recording replayed in a read-only terminal, a scrubber with a marker for
-// every checkpoint, fork and restore, play at 1x to 16x, and "restore here" / "fork here" for the snapshot the
-// scrub position belongs to.
+// every checkpoint, fork and restore (zoomable, Timeline.tsx) and the markers as a list to jump from, play at 1x to
+// 16x, and "restore here" / "fork here" for the snapshot the scrub position belongs to.
 import { Terminal } from '@xterm/xterm';
 import { FitAddon } from '@xterm/addon-fit';
 import { useEffect, useMemo, useRef, useState } from 'react';
@@ -12,6 +12,7 @@ import { formatClock } from '../format.js';
 import { snapshotsOf } from '../store/engine-state.js';
 import { openDialog } from '../store/selection.js';
 import { outputIndexAt, snapshotAt, type Recording } from './asciicast.js';
+import { MarkerList, Timeline } from './Timeline.js';
 import { useRecording } from './use-recording.js';
 
 const SPEEDS = [1, 2, 4, 8, 16];
@@ -149,7 +150,10 @@ function Player({
   }, [playing, speed, duration]);
 
   const here = snapshotAt(recording, time, snapshots);
-  const span = Math.max(duration, 0.001);
+  const seek = (to: number) => {
+    setPlaying(false);
+    setTime(Math.min(duration, Math.max(0, to)));
+  };
   return (
     <div className="player">
       <div className="toolbar small">
@@ -195,36 +199,7 @@ function Player({
           ⟳
         </button>
       </div>
-      <div className="scrubber">
-        <input
-          type="range"
-          min={0}
-          max={span}
-          step={0.01}
-          value={time}
-          aria-label="Replay position"
-          aria-valuetext={formatClock(time)}
-          onChange={(e) => {
-            setPlaying(false);
-            setTime(Number(e.target.value));
-          }}
-        />
-        <div className="markers">
-          {recording.markers.map((marker, i) => (
-            <button
-              key={i}
-              className={`marker marker-${marker.kind}`}
-              style={{ left: `${(marker.time / span) * 100}%` }}
-              title={`${formatClock(marker.time)} ${marker.label}`}
-              aria-label={`Marker: ${marker.label} at ${formatClock(marker.time)}`}
-              onClick={() => {
-                setPlaying(false);
-                setTime(marker.time);
-              }}
-            />
-          ))}
-        </div>
-      </div>
+      <Timeline time={time} duration={duration} markers={recording.markers} seek={seek} />
       {problem && (
         <p className="error small" role="alert">
           Fetching the recording again failed ({problem}): this is the recording as it was.
@@ -233,7 +208,10 @@ function Player({
       {recording.skipped > 0 && (
         <p className="muted small">{recording.skipped} unreadable line(s) of the recording were skipped.</p>
       )}
-      <div className="replay-host" ref={host} data-testid="replay" />
+      <div className="player-body">
+        <div className="replay-host" ref={host} data-testid="replay" />
+        <MarkerList markers={recording.markers} time={time} seek={seek} />
+      </div>
     </div>
   );
 }
