@@ -155,6 +155,29 @@ static struct vm* LiveVm(const Napi::CallbackInfo& info, VmWrap::Host* host, con
 
 namespace {
 
+// A trace as JavaScript sees it (VmTrace in src/vmm/native.ts); without times, startMs and the rest are null.
+Napi::Object TraceObject(Napi::Env env, const struct vm_trace& trace, const struct vm_trace_times* times) {
+  Napi::Array steps = Napi::Array::New(env, trace.nr_steps);
+  uint32_t ioctls = 0;
+  for (int i = 0; i < trace.nr_steps; i++) {
+    Napi::Object s = Napi::Object::New(env);
+    s.Set("step", trace.steps[i].name);
+    s.Set("ms", trace.steps[i].ms);
+    s.Set("kvmIoctls", trace.steps[i].kvm_ioctls);
+    ioctls += trace.steps[i].kvm_ioctls;
+    steps.Set(static_cast<uint32_t>(i), s);
+  }
+  auto at = [&](double ms) { return ms < 0 ? env.Null() : Napi::Value(Napi::Number::New(env, ms)); };
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("steps", steps);
+  out.Set("totalMs", trace.t_last - trace.t0);
+  out.Set("kvmIoctls", ioctls);
+  out.Set("startMs", at(times ? times->start_ms : -1));
+  out.Set("firstEntryMs", at(times ? times->first_entry_ms : -1));
+  out.Set("firstOutputMs", at(times ? times->first_output_ms : -1));
+  return out;
+}
+
 // Makes `trace` this worker thread's current one, begun when JavaScript asked (its first step: the wait for a thread).
 void BeginTrace(struct vm_trace* trace, double asked_at) {
   vm_trace_begin(trace);
@@ -474,7 +497,8 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
       : Napi::AsyncProgressWorker<Progress>(wrapper.Env(), "smol:checkpoint"),
         held_(wrapper, host),
         dir_(std::move(dir)),
-        resources_(std::move(resources)) {
+        resources_(std::move(resources)),
+        asked_at_(trace_now_ms()) {
     if (on_progress.IsFunction()) on_progress_ = Napi::Persistent(on_progress.As<Napi::Function>());
   }
   Napi::Promise Promise() { return held_.deferred.Promise(); }
@@ -485,15 +509,19 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     progress_ = &progress;
     std::vector<struct vm_device_resource> resources = resources_.View();
     struct vm_checkpoint_params params = {resources.data(), resources.size()};
+    BeginTrace(&trace_, asked_at_);  // its steps: the checkpoint's, then the write's (docs/snapshots.md)
     if (vm_checkpoint(held_.host->vm, &params, &snap, &stats_, &err) < 0) {
+      vm_trace_use(nullptr);
       Fail(err);
       return;
     }
     if (vm_snapshot_disk(snap)) disk_ = vm_snapshot_disk(snap);
     auto t1 = std::chrono::steady_clock::now();
     if (vm_snapshot_write(snap, dir_.c_str(), OnCProgress, this, &info_, &err) < 0) Fail(err);
-    vm_snapshot_put(snap);
     write_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+    vm_snapshot_put(snap);
+    trace_step("release the checkpoint");
+    vm_trace_use(nullptr);
   }
   void OnProgress(const Progress* data, size_t count) override {
     if (count == 0 || on_progress_.IsEmpty()) return;
@@ -518,6 +546,7 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     r.Set("memoryBytes", static_cast<double>(info_.mem_size));
     r.Set("cpus", info_.nr_cpus);
     r.Set("disk", disk_.empty() ? env.Null() : Napi::Value(Napi::String::New(env, disk_)));
+    r.Set("trace", TraceObject(env, trace_, nullptr));
     held_.Resolve(r);
   }
   void OnError(const Napi::Error& e) override { held_.Reject(WithVmCode(e, code_)); }
@@ -545,6 +574,8 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
   struct vm_checkpoint_stats stats_ = {};
   struct vm_snapshot_info info_ = {};
   double write_ms_ = 0;
+  double asked_at_;
+  struct vm_trace trace_ = {};
 };
 
 // fork(n): one in-memory checkpoint of the parent, restored n times; the children start before this resolves.
@@ -711,25 +742,7 @@ Napi::Value VmWrap::Trace(const Napi::CallbackInfo& info) {
   } else {
     throw VmError(env, "cannot read its trace: the VM is gone", ESRCH);
   }
-  Napi::Array steps = Napi::Array::New(env, trace->nr_steps);
-  uint32_t ioctls = 0;
-  for (int i = 0; i < trace->nr_steps; i++) {
-    Napi::Object s = Napi::Object::New(env);
-    s.Set("step", trace->steps[i].name);
-    s.Set("ms", trace->steps[i].ms);
-    s.Set("kvmIoctls", trace->steps[i].kvm_ioctls);
-    ioctls += trace->steps[i].kvm_ioctls;
-    steps.Set(static_cast<uint32_t>(i), s);
-  }
-  auto at = [&](double ms) { return ms < 0 ? env.Null() : Napi::Value(Napi::Number::New(env, ms)); };
-  Napi::Object out = Napi::Object::New(env);
-  out.Set("steps", steps);
-  out.Set("totalMs", trace->t_last - trace->t0);
-  out.Set("kvmIoctls", ioctls);
-  out.Set("startMs", at(times.start_ms));
-  out.Set("firstEntryMs", at(times.first_entry_ms));
-  out.Set("firstOutputMs", at(times.first_output_ms));
-  return out;
+  return TraceObject(env, *trace, &times);
 }
 
 Napi::Value VmWrap::MemoryStats(const Napi::CallbackInfo& info) {
