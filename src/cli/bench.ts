@@ -2,6 +2,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { benchBoot, type BootBenchResult } from '../bench/boot.js';
+import { formatBootTrace, traceBoots } from '../bench/boot-trace.js';
 import { benchConsole, formatConsoleBenchResult } from '../bench/console.js';
 import { benchExec, benchFiles } from '../bench/agent.js';
 import { benchDisk, formatDiskBenchResult, type DiskBenchResult } from '../bench/disk.js';
@@ -51,7 +52,7 @@ export const DEFAULT_CHROMIUM = '/usr/bin/chromium';
 
 export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--kernel FILE] [--trace]
        smol bench boot [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
-                       [--cmdline STR] [--qemu FILE]
+                       [--cmdline STR] [--qemu FILE] [--trace]
        smol bench snapshot|restore|fork [--json] [--runs N] [--memory MiB] [--trace]
        smol bench restore --linux [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
                        [--cmdline STR] [--qemu FILE]
@@ -148,7 +149,9 @@ Options:
   --trace         vm-create, restore, fork, fanout: each operation step by step (the VMM's step timer:
                   VM and vCPUs, memory slots, layers, each device's state, first vCPU entry, first
                   output) with its KVM ioctls, medians over the runs (docs/snapshots.md); snapshot:
-                  each diff checkpoint's pause and write steps (copy, each fsync, the rename)
+                  each diff checkpoint's pause and write steps (copy, each fsync, the rename); boot: as
+                  many more boots of each with initcall_debug, their kernel logs read back: phases
+                  and the slowest initcalls, ours and QEMU's side by side (docs/guest.md)
   --json          print the results as JSON
   -h, --help      show this help
 
@@ -166,6 +169,8 @@ interface LinuxBenchArgs {
   cpus: number;
   memoryMiB: number;
   qemu: string;
+  /** boot only: traced boots after the timed ones, with the kernel's initcall breakdown (boot-trace.ts). */
+  trace?: true;
 }
 
 export type BenchArgs =
@@ -268,10 +273,10 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   }
   const flags = parseFlags('bench', rest, FLAGS);
   if (flags.help) return 'help';
-  if (flags.trace && (!['vm-create', 'snapshot', 'restore', 'fork', 'fanout'].includes(name) || flags.linux)) {
+  if (flags.trace && (!['vm-create', 'boot', 'snapshot', 'restore', 'fork', 'fanout'].includes(name) || flags.linux)) {
     throw new UsageError(
       'bench',
-      '--trace is an option of the vm-create, snapshot, restore, fork and fanout benchmarks only',
+      '--trace is an option of the vm-create, boot, snapshot, restore, fork and fanout benchmarks only',
     );
   }
   if (name === 'image') {
@@ -376,6 +381,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   };
   if (flags.kernel !== undefined) args.kernel = path.resolve(flags.kernel);
   if (flags.initrd !== undefined) args.initrd = path.resolve(flags.initrd);
+  if (flags.trace) args.trace = true;
   return args as BenchArgs;
 }
 
@@ -397,6 +403,7 @@ export function formatBenchResult(result: BenchResult | BootBenchResult | Snapsh
     );
   }
   if ('notes' in result) lines.push(...result.notes.map((note) => `note: ${note}`));
+  if ('ratio' in result && result.trace) lines.push(...formatBootTrace(result.trace));
   return lines.join('\n') + '\n';
 }
 
@@ -419,7 +426,10 @@ async function runBoot(
   const options = { ...args, kernel, initramfs: initrd };
   if (args.name === 'disk') return benchDisk(options, progress);
   if (args.name === 'net') return benchNet(options, progress);
-  return args.name === 'boot' ? benchBoot(options, progress) : benchRestoreLinux(options, progress);
+  if (args.name !== 'boot') return benchRestoreLinux(options, progress);
+  const result = await benchBoot(options, progress);
+  if (args.trace) result.trace = await traceBoots(options, args.runs, progress);
+  return result;
 }
 
 export async function runBench(argv: string[]): Promise<number> {
