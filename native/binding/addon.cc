@@ -15,6 +15,8 @@ extern "C" {
 }
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 Napi::FunctionReference* VmWrapConstructor(Napi::Env env, Napi::Function ctor);
 
@@ -39,12 +41,46 @@ static Napi::Value KvmProbe(const Napi::CallbackInfo& info) {
   return out;
 }
 
-// jailLockdown({ reportFd?, nofile? }): the vmhost's jail (docs/security.md); throws with the reason it failed.
+// jailLockdown({ reportFd?, nofile?, root? }): the vmhost's jail (docs/security.md); throws with the reason it
+// failed. root: { binds: [{ path, write?, device? }], hostMntNs } makes the root hold only those paths.
 static Napi::Value JailLockdown(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  struct jail_options o = {-1, 0};
+  struct jail_options o = {-1, 0, nullptr, 0, nullptr};
+  std::vector<std::string> paths;
+  std::vector<struct jail_bind> binds;
+  std::string hostMnt;
   if (info.Length() > 0 && info[0].IsObject()) {
     Napi::Object opts = info[0].As<Napi::Object>();
+    Napi::Value root = opts.Get("root");
+    if (!root.IsUndefined()) {
+      Napi::Value list = root.IsObject() ? root.As<Napi::Object>().Get("binds") : env.Undefined();
+      Napi::Value ns = root.IsObject() ? root.As<Napi::Object>().Get("hostMntNs") : env.Undefined();
+      if (!list.IsArray() || !ns.IsString()) {
+        Napi::TypeError::New(env, "jailLockdown: root must be { binds: [...], hostMntNs: string }")
+            .ThrowAsJavaScriptException();
+        return env.Undefined();
+      }
+      Napi::Array arr = list.As<Napi::Array>();
+      paths.reserve(arr.Length());
+      for (uint32_t i = 0; i < arr.Length(); i++) {
+        Napi::Value item = arr.Get(i);
+        Napi::Value path = item.IsObject() ? item.As<Napi::Object>().Get("path") : env.Undefined();
+        if (!path.IsString()) {
+          Napi::TypeError::New(env, "jailLockdown: root.binds[" + std::to_string(i) + "].path must be a string")
+              .ThrowAsJavaScriptException();
+          return env.Undefined();
+        }
+        Napi::Object b = item.As<Napi::Object>();
+        paths.push_back(path.As<Napi::String>().Utf8Value());
+        binds.push_back({nullptr, b.Get("write").ToBoolean().Value() ? 1 : 0,
+                         b.Get("device").ToBoolean().Value() ? 1 : 0});
+      }
+      for (size_t i = 0; i < binds.size(); i++) binds[i].path = paths[i].c_str();
+      hostMnt = ns.As<Napi::String>().Utf8Value();
+      o.binds = binds.data();
+      o.nbinds = static_cast<int>(binds.size());
+      o.host_mnt_ns = hostMnt.c_str();
+    }
     Napi::Value fd = opts.Get("reportFd");
     if (!fd.IsUndefined()) {
       if (!fd.IsNumber() || fd.As<Napi::Number>().Int32Value() < 0) {
@@ -78,6 +114,8 @@ static Napi::Value JailLockdown(const Napi::CallbackInfo& info) {
   out.Set("noNewPrivs", st.no_new_privs != 0);
   out.Set("capEff", caps);
   out.Set("nofile", st.nofile);
+  out.Set("mounts", st.mounts != 0);
+  out.Set("binds", st.binds);
   return out;
 }
 

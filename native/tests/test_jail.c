@@ -13,7 +13,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/eventfd.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,4 +128,102 @@ TEST(jail_forbidden_call_is_named_and_kills)
 	CHECK_EQ_INT(WIFSIGNALED(status) ? WTERMSIG(status) : -1, SIGSYS);
 	CHECK(n > 0);
 	CHECK(!strcmp(report, "seccomp: personality\n"));
+}
+
+/*
+ * The jail's root: the first process of a new PID namespace, in a mount namespace of its own, sees the paths it was
+ * given and nothing else (not the test's own file beside them, not /etc/passwd), and a /proc where it is pid 1.
+ * Its exit status is the first check that failed. Needs root (or user namespaces); without either, it is skipped.
+ */
+static int rooted_work(const char *shown, const char *hidden, const char *host_ns)
+{
+	struct jail_bind binds[] = { { shown, 0, 0 }, { "/dev/null", 1, 1 }, { "/nonexistent/smol", 0, 0 } };
+	struct jail_options o = { .report_fd = -1, .binds = binds, .nbinds = 3, .host_mnt_ns = host_ns };
+	struct jail_status st = { 0 };
+	struct vm_error err = { 0 };
+	char v[64];
+	int fd;
+
+	if (jail_lockdown(&o, &st, &err) < 0) {
+		fprintf(stderr, "rooted_work: %s\n", err.msg);
+		return 2;
+	}
+	if (!st.mounts || st.binds != 2)
+		return 3;
+	fd = open(shown, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, v, 6) != 6 || close(fd) < 0)
+		return 4;
+	if (open(shown, O_WRONLY | O_CLOEXEC) >= 0 || errno != EROFS)
+		return 5;	/* read-only */
+	if (open(hidden, O_RDONLY | O_CLOEXEC) >= 0 || errno != ENOENT)
+		return 6;
+	if (open("/etc/passwd", O_RDONLY | O_CLOEXEC) >= 0 || errno != ENOENT)
+		return 7;
+	fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "x", 1) != 1 || close(fd) < 0)
+		return 8;
+	if (!status_field("NSpid", v, sizeof(v)) || strcmp(strrchr(v, '\t') ? strrchr(v, '\t') + 1 : v, "1"))
+		return 9;
+	if (mkdir("/made-here", 0755) == 0 || errno != EROFS)
+		return 10;	/* the root itself is read-only */
+	return 0;
+}
+
+TEST(jail_root_shows_only_its_binds)
+{
+	char shown[TEST_PATH_MAX], hidden[TEST_PATH_MAX], ns[64];
+	ssize_t n = readlink("/proc/self/ns/mnt", ns, sizeof(ns) - 1);
+	int status;
+	pid_t pid;
+
+	REQUIRE(n > 0);
+	ns[n] = 0;
+	REQUIRE(test_tmpfile(shown, "kernel", 6) == 0);
+	REQUIRE(test_tmpfile(hidden, "secret", 6) == 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		pid_t inner;
+
+		if (unshare(CLONE_NEWNS | CLONE_NEWPID) < 0 &&
+		    unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) < 0)
+			_exit(77);	/* neither root nor user namespaces: nothing to test here */
+		inner = fork();
+		if (inner == 0)
+			_exit(rooted_work(shown, hidden, ns));
+		if (inner < 0 || waitpid(inner, &status, 0) != inner)
+			_exit(1);
+		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status));
+	}
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	REQUIRE(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77)
+		return;
+	CHECK_EQ_INT(WEXITSTATUS(status), 0);
+	unlink(shown);
+	unlink(hidden);
+}
+
+TEST(jail_root_refuses_the_engines_namespaces)
+{
+	char ns[64];
+	ssize_t n = readlink("/proc/self/ns/mnt", ns, sizeof(ns) - 1);
+	struct jail_bind binds[] = { { "/dev/null", 1, 1 } };
+	int status;
+	pid_t pid;
+
+	REQUIRE(n > 0);
+	ns[n] = 0;
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		/* Not pid 1, and the host's mount namespace: nothing is mounted, the lockdown fails. */
+		struct jail_options o = { .report_fd = -1, .binds = binds, .nbinds = 1, .host_mnt_ns = ns };
+		struct vm_error err = { 0 };
+
+		_exit(jail_lockdown(&o, NULL, &err) == -EPERM && strstr(err.msg, "PID namespace") ? 0 : 1);
+	}
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ_INT(WEXITSTATUS(status), 0);
 }

@@ -8,9 +8,24 @@
 
 #include "error.h"
 
+/* One path the jail's root shows, at the same place as on the host (docs/security.md, "The jail's mount table"). */
+struct jail_bind {
+	const char *path;	/* absolute; a missing one is left out */
+	int write;		/* read-write (else read-only) */
+	int device;		/* a device node (/dev/kvm): devices allowed on its mount */
+};
+
 struct jail_options {
 	int report_fd;		/* where a forbidden call's name is written; -1: stderr */
 	unsigned nofile;	/* RLIMIT_NOFILE's soft and hard limit; 0: the default (4096) */
+	/*
+	 * With nbinds > 0, the process must be the first of a PID namespace and in a mount namespace other than
+	 * host_mnt_ns (readlink of /proc/self/ns/mnt where the engine runs): before the rest, its root becomes a
+	 * read-only tmpfs holding only these paths and a /proc of its own PID namespace (pivot_root).
+	 */
+	const struct jail_bind *binds;
+	int nbinds;
+	const char *host_mnt_ns;
 };
 
 struct jail_status {
@@ -18,6 +33,8 @@ struct jail_status {
 	int no_new_privs;
 	unsigned long long cap_eff;	/* the effective capability set after the drop */
 	unsigned nofile;
+	int mounts;		/* the root holds only the binds (jail_options.nbinds of them, those present) */
+	int binds;		/* how many binds were present and mounted */
 };
 
 /* Locks the calling process down; every thread it has gets the filter (TSYNC). Once only. */
