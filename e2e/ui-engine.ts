@@ -75,7 +75,8 @@ function listenerFrom(child: ChildProcess, output: { text: string }, timeoutMs: 
   });
 }
 
-export async function startUiEngine(): Promise<UiEngine> {
+/** `env`: more of the engine's environment (a throwaway SMOL_CACHE, say); here only, not in the lab. */
+export async function startUiEngine(env: NodeJS.ProcessEnv = {}): Promise<UiEngine> {
   const inLab = process.env.SMOL_E2E_LAB === '1';
   if (!inLab && !kvmUsable()) {
     throw new Error(
@@ -97,7 +98,7 @@ export async function startUiEngine(): Promise<UiEngine> {
     home = mkdtempSync(path.join(tmpdir(), 'smol-e2e-'));
     child = spawn(process.execPath, [path.join(root, 'bin', 'smol.js'), 'serve', '--json'], {
       cwd: root,
-      env: { ...process.env, SMOL_HOME: home },
+      env: { ...process.env, ...env, SMOL_HOME: home },
     });
   }
   child.stdout!.on('data', (data: Buffer) => (output.text += data.toString()));

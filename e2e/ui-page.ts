@@ -28,9 +28,9 @@ export interface UiSession {
   close(): Promise<void>;
 }
 
-export async function startUiSession(): Promise<UiSession> {
+export async function startUiSession(env: NodeJS.ProcessEnv = {}): Promise<UiSession> {
   mkdirSync(shots, { recursive: true });
-  const engine = await startUiEngine();
+  const engine = await startUiEngine(env);
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     // The bench's flags: without the networking ones Chromium's background connections are refused and it waits.

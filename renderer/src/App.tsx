@@ -10,6 +10,8 @@ import { CommandPalette } from './views/CommandPalette.js';
 import { Dialogs } from './views/Dialogs.js';
 import { EpisodeList } from './views/EpisodeList.js';
 import { EpisodeView } from './views/EpisodeView.js';
+import { ImagesView } from './images/ImagesView.js';
+import { leaveImages, showImages, useImagesOpen } from './images/images-route.js';
 import { Toasts } from './views/Toasts.js';
 
 function Connection() {
@@ -44,6 +46,7 @@ function Disconnected() {
 export function App() {
   const app = useApp();
   const episodeId = useAppState((s) => s.episodeId);
+  const imagesOpen = useImagesOpen();
   useEffect(() => installShortcuts(app), [app]);
   useEffect(() => installMachineDrop(app.store, window, smolBridge(window)), [app]);
   // Consoles of VMs that are gone end with them.
@@ -57,17 +60,20 @@ export function App() {
   return (
     <div className="app">
       <header className="topbar">
-        <button className="brand link" onClick={() => closeEpisode(app.store)}>
+        <button className="brand link" onClick={() => (imagesOpen ? leaveImages(app.store) : closeEpisode(app.store))}>
           Smol Studio
         </button>
         <Connection />
         <div className="spacer" />
+        <button onClick={() => showImages(app.store)} aria-pressed={imagesOpen}>
+          Images
+        </button>
         <button onClick={() => setPaletteOpen(app.store, true)} aria-label="Open the command palette">
           Commands <kbd>Ctrl K</kbd>
         </button>
       </header>
       <Disconnected />
-      <main>{episodeId ? <EpisodeView episodeId={episodeId} /> : <EpisodeList />}</main>
+      <main>{imagesOpen ? <ImagesView /> : episodeId ? <EpisodeView episodeId={episodeId} /> : <EpisodeList />}</main>
       <Dialogs />
       <CommandPalette />
       <Toasts />
