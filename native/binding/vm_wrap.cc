@@ -7,11 +7,17 @@ extern "C" {
 
 #include "vm_error_js.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -578,7 +584,17 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
   struct vm_trace trace_ = {};
 };
 
-// fork(n): one in-memory checkpoint of the parent, restored n times; the children start before this resolves.
+// Threads that make a fork's children: one per 8 children, at most one per online CPU and at most 8.
+unsigned ForkThreads(size_t children) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t n = children / 8;
+  if (cpus > 0 && n > static_cast<size_t>(cpus)) n = static_cast<size_t>(cpus);
+  if (n > 8) n = 8;
+  return n < 1 ? 1 : static_cast<unsigned>(n);
+}
+
+// fork(n): one in-memory checkpoint of the parent, restored n times on several threads (ForkThreads); the children
+// start before this resolves.
 class ForkWorker : public Napi::AsyncWorker {
  public:
   ForkWorker(const Napi::Object& wrapper, VmWrap::Host* parent, std::vector<VmWrap::Host*> children,
@@ -595,9 +611,9 @@ class ForkWorker : public Napi::AsyncWorker {
     struct vm_snapshot* snap = nullptr;
     std::vector<struct vm_device_resource> resources = resources_.View();
     struct vm_checkpoint_params params = {resources.data(), resources.size()};
-    // Each child's trace: the checkpoint's steps, the time its elder siblings took, then its own restore.
+    // Each child's trace: the checkpoint's steps, the time its thread took to start or made its elder siblings in,
+    // then its own restore.
     auto base = std::make_unique<struct vm_trace>();
-    auto trace = std::make_unique<struct vm_trace>();
     BeginTrace(base.get(), asked_at_);
     if (vm_checkpoint(held_.host->vm, &params, &snap, &stats_, &err) < 0) {
       vm_trace_use(nullptr);
@@ -606,25 +622,50 @@ class ForkWorker : public Napi::AsyncWorker {
       return;
     }
     vm_pool_want(static_cast<unsigned>(children_.size()));  // prepared VMs for the whole batch (vm_pool.c)
-    for (size_t i = 0; i < children_.size(); i++) {
-      VmWrap::Host* child = children_[i];
-      struct vm_callbacks cb = {child, OnOutput, OnExit};
-      std::vector<struct vm_device_resource> child_resources = child->resources.View();
-      struct vm_restore_params child_params = {held_.host->config.console_limit, &cb, child_resources.data(),
-                                               child_resources.size()};
-      *trace = *base;
-      vm_trace_use(trace.get());
-      if (i > 0) trace_step("fork: the children before this one");
-      if (vm_restore(snap, &child_params, &child->vm, &err) < 0 || vm_start(child->vm, &err) < 0) {
-        code_ = err.code;
-        SetError("cannot fork child " + std::to_string(i + 1) + " of " + std::to_string(children_.size()) + ": " +
-                 err.msg);
-        break;
-      }
-      trace_step("start the vCPU threads");
-      vm_trace_keep(child->vm, trace.get());
-    }
     vm_trace_use(nullptr);
+    // The children are made on several threads at once, each taking the next child not yet taken: each one's
+    // restore is its own VM's ioctls and mappings, and only the parsed checkpoint (read-only) is shared.
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex fail_lock;
+    auto make_children = [&]() {
+      struct vm_trace trace;
+      struct vm_error child_err = {};
+      for (bool first = true;; first = false) {  // a thread's first child: no step of its own
+        size_t i = next.fetch_add(1);
+        if (i >= children_.size() || failed.load()) break;
+        VmWrap::Host* child = children_[i];
+        struct vm_callbacks cb = {child, OnOutput, OnExit};
+        std::vector<struct vm_device_resource> child_resources = child->resources.View();
+        struct vm_restore_params child_params = {held_.host->config.console_limit, &cb, child_resources.data(),
+                                                 child_resources.size()};
+        trace = *base;
+        vm_trace_use(&trace);
+        if (!first) trace_step("fork: the children before this one");  // on this thread
+        if (vm_restore(snap, &child_params, &child->vm, &child_err) < 0 || vm_start(child->vm, &child_err) < 0) {
+          std::lock_guard<std::mutex> g(fail_lock);
+          if (!failed.exchange(true)) {
+            code_ = child_err.code;
+            SetError("cannot fork child " + std::to_string(i + 1) + " of " + std::to_string(children_.size()) +
+                     ": " + child_err.msg);
+          }
+          break;
+        }
+        trace_step("start the vCPU threads");
+        vm_trace_keep(child->vm, &trace);
+      }
+      vm_trace_use(nullptr);
+    };
+    std::vector<std::thread> helpers;
+    for (unsigned t = 1; t < ForkThreads(children_.size()); t++) {
+      try {
+        helpers.emplace_back(make_children);
+      } catch (const std::system_error&) {
+        break;  // no more threads: the ones there are make the rest
+      }
+    }
+    make_children();
+    for (std::thread& t : helpers) t.join();
     vm_snapshot_put(snap);
   }
   void OnOK() override {
