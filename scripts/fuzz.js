@@ -1,10 +1,12 @@
 #!/usr/bin/env node
-// `npm run fuzz [-- --seconds N] [--target snapshot|virtq|vsock|net-policy]`: builds the fuzzers (`make -C native fuzz`:
-// clang, libFuzzer, ASan and UBSan), writes their seed corpora and runs each for N seconds (default 60) over its
+// `npm run fuzz [-- --seconds N] [--target snapshot|virtq|vsock|net-policy|machine]`: builds the fuzzers (`make -C native
+// fuzz`: clang, libFuzzer, ASan and UBSan), writes their seed corpora and runs each for N seconds (default 60) over its
 // corpus in native/out/fuzz, which grows from run to run: the snapshot loader (docs/snapshots.md, "Fuzzing"),
 // virtqueue handling (docs/vmm.md, "Virtio"), virtio-vsock (docs/vmm.md, "vsock") and the
 // network policy (docs/network.md, "Fuzzing"). A crash, leak, UB report or hang fails the run and names the input libFuzzer
-// kept, which reproduces it: `native/out/fuzz/fuzz_<target> <input>`.
+// kept, which reproduces it: `native/out/fuzz/fuzz_<target> <input>`. The .smolmachine reader is TypeScript, so its
+// target (`machine`, docs/smolmachine.md, "Fuzzing") is a mutation fuzzer run through vitest for N seconds from a fresh
+// seed; a mutant that breaks its property is kept in native/out/fuzz/crashes/ and named.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -32,6 +34,7 @@ const targets = [
     seedsBin: 'net_policy_seeds',
     corpus: 'corpus-net-policy',
   },
+  { name: 'machine', what: 'the .smolmachine reader', test: 'src/engine/smolmachine-fuzz.test.ts' },
 ];
 
 function say(message) {
@@ -78,8 +81,25 @@ function runFuzzer(target, seconds, logFile) {
   });
 }
 
+/** The TypeScript reader's fuzzer: its vitest file for `seconds`, from a fresh seed (printed, to run it again). */
+function fuzzScript(target, seconds) {
+  const seed = Number(process.env.SMOL_FUZZ_SEED ?? Date.now() % 2 ** 31);
+  say(`running ${target.test} for ${seconds} s from seed ${seed}`);
+  const run = spawnSync('npx', ['vitest', 'run', '--project', 'unit', target.test], {
+    cwd: root,
+    stdio: 'inherit',
+    env: { ...process.env, SMOL_FUZZ_SECONDS: String(seconds), SMOL_FUZZ_SEED: String(seed) },
+  });
+  if (run.status === 0) return 0;
+  return fail(
+    `${target.what} broke its property (the kept mutant is named above); run the same mutants again with: ` +
+      `SMOL_FUZZ_SECONDS=${seconds} SMOL_FUZZ_SEED=${seed} npx vitest run --project unit ${target.test}`,
+  );
+}
+
 /** Runs one fuzzer; returns 0, or 1 after saying why it failed. */
 async function fuzzOne(target, seconds) {
+  if (target.test) return fuzzScript(target, seconds);
   const seeds = path.join(out, `seeds-${target.name}`);
   const logFile = path.join(out, `fuzz-${target.name}.log`);
   fs.rmSync(path.join(root, seeds), { recursive: true, force: true });
@@ -120,13 +140,15 @@ async function main() {
   if (seconds === null) return fail('--seconds needs a whole number of seconds above 0');
   const chosen = parseTarget(argv);
   if (!chosen) return fail(`--target must be one of: ${targets.map((t) => t.name).join(', ')}`);
-  if (spawnSync('clang', ['--version'], { stdio: 'ignore' }).error) {
-    return fail(
-      'clang is not installed; run `bash scripts/setup-system.sh` (it installs clang and libclang-rt-14-dev)',
-    );
-  }
-  if (spawnSync('make', ['-C', 'native', 'fuzz'], { cwd: root, stdio: 'inherit' }).status !== 0) {
-    return fail("`make -C native fuzz` failed (libFuzzer's runtime comes with libclang-rt-14-dev)");
+  if (chosen.some((t) => !t.test)) {
+    if (spawnSync('clang', ['--version'], { stdio: 'ignore' }).error) {
+      return fail(
+        'clang is not installed; run `bash scripts/setup-system.sh` (it installs clang and libclang-rt-14-dev)',
+      );
+    }
+    if (spawnSync('make', ['-C', 'native', 'fuzz'], { cwd: root, stdio: 'inherit' }).status !== 0) {
+      return fail("`make -C native fuzz` failed (libFuzzer's runtime comes with libclang-rt-14-dev)");
+    }
   }
   fs.mkdirSync(path.join(root, crashes), { recursive: true });
   for (const target of chosen) {
