@@ -256,7 +256,17 @@ export const RemoveRequest = z
 export const ListenRequest = z
   .object({
     host: z.string().min(1).max(255).default('127.0.0.1'),
-    port: z.number().int().min(0).max(65535).default(0).describe('0: any free port'),
+    port: z
+      .number()
+      .int()
+      .min(0)
+      .max(65535)
+      .default(0)
+      .describe('0: the port this host address was served on last, when free, else any free port'),
+    rotateToken: z
+      .boolean()
+      .default(false)
+      .describe('replace the data dir’s token first (SMOL_HOME/serve-token): the old one opens nothing any more'),
   })
   .strict()
   .meta({ id: 'ListenRequest' });
@@ -292,7 +302,16 @@ export const Screen = z
   .object({ text: z.string().describe('the visible screen as plain text'), serialized: z.string() })
   .meta({ id: 'Screen' });
 export const Listener = z
-  .object({ url: z.string().describe('the page URL, with the token'), port: z.number().int() })
+  .object({
+    url: z.string().describe('the page URL, with the token'),
+    port: z.number().int(),
+    movedFrom: z
+      .number()
+      .int()
+      .nullable()
+      .optional()
+      .describe('the port this host address was served on before, when it was taken: its pages must open url'),
+  })
   .meta({ id: 'Listener' });
 export const Health = z
   .object({ version: z.string(), pid: z.number().int(), home: z.string(), started: Time })
