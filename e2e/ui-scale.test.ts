@@ -3,7 +3,7 @@
 // picks, a click picks) with the selected VM's tab always beside it; the VM list and the episode list sort by a
 // column's header, the other way on a second click, and keep it across a reload; the count guest checkpointed six
 // times: its replay timeline zooms around the pointer and the position keeps its place on the screen, and a click
-// in the marker list jumps to that marker.
+// in the marker list jumps to that marker; a window moved away stays put when a marker arrives.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Snapshot, Vm } from '../src/api/schema.js';
 import { newEpisode, sleep, startUiSession, storySteps, until, visible, type UiSession } from './ui-page.js';
@@ -215,6 +215,24 @@ describe('many VMs, sorting and a zoomable replay', () => {
     await visible(page.getByRole('button', { name: 'Restore here (mark-6)' }));
     await ui.shot('scale-06-marker-list-jump');
     expect(marks.map((s) => s.name)).toContain('mark-6');
+  });
+
+  step('a window moved away from the position stays where it is when a new marker arrives', async () => {
+    const { page } = ui;
+    const range = page.getByLabel('Replay position');
+    // The position itself (the slider shows it clamped to the window once the window has moved off it).
+    const at = await position();
+    const said = await range.getAttribute('aria-valuetext');
+    await page.getByRole('slider', { name: 'Part of the recording shown' }).focus();
+    for (let i = 0; i < 6; i++) await page.keyboard.press('ArrowLeft'); // a quarter of the window each
+    const away = await bounds();
+    expect(away.max).toBeLessThan(at);
+    const vm = (await ui.episodes()).find((e) => e.id === counter)!.vms[0]!;
+    await ui.engine.api.request('POST', `/api/v1/vms/${vm.id}/checkpoint`, { name: 'mark-7' });
+    await visible(page.getByRole('button', { name: /^Jump to checkpoint mark-7 at / }));
+    expect(await bounds()).toEqual(away);
+    expect(await range.getAttribute('aria-valuetext')).toBe(said);
+    await ui.shot('scale-07-window-kept-when-a-marker-arrives');
     expect(ui.pageErrors).toEqual([]);
   });
 });

@@ -35,8 +35,14 @@ export function Timeline({
   const latest = useRef({ view, duration, time });
   latest.current = { view, duration, time };
 
-  // A position that leaves the window (playing on, a jump) moves the window with it.
-  useEffect(() => setView((v) => keepInView(v, duration, time)), [time, duration]);
+  // A position that leaves the window (playing on, a jump) moves the window with it; a recording that grew (a new
+  // marker) does not, so a window the user panned away from the position stays where it is.
+  const followed = useRef(time);
+  useEffect(() => {
+    if (time === followed.current) return;
+    followed.current = time;
+    setView((v) => keepInView(v, duration, time));
+  }, [time, duration]);
 
   useEffect(() => {
     const element = bar.current!;
