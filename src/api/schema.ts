@@ -67,6 +67,17 @@ export const NetworkRefusal = z
   })
   .meta({ id: 'NetworkRefusal' });
 
+export const VmLimits = z
+  .object({
+    /** The vmhost's cgroup directory (its memory hierarchy's on cgroup v1); null: no limits. */
+    cgroup: z.string().nullable(),
+    /** The vmhost's memory cap: its VMs' RAM plus the VMM's overhead. */
+    memoryLimitMiB: z.number().int().nullable(),
+    /** Why there are no limits (no cgroup hierarchy, no permission to create one, SMOL_CGROUPS=0). */
+    note: z.string().nullable(),
+  })
+  .meta({ id: 'VmLimits' });
+
 export const Vm = z
   .object({
     id: VmId,
@@ -92,6 +103,8 @@ export const Vm = z
     ports: z.array(PortForward),
     /** Whether its Smolfile gives it a network, and how many packets the policy refused since the engine started. */
     network: z.object({ enabled: z.boolean(), refused: z.number().int() }),
+    /** While it runs: its vmhost's cgroup and memory cap (docs/security.md, "Limits"), or why it has none. */
+    limits: VmLimits.optional(),
   })
   .meta({ id: 'Vm' });
 
@@ -280,24 +293,10 @@ export const SmolfileExamples = z
         name: z.string(),
         path: z.string().describe('absolute, for createEpisode'),
         description: z.string(),
-        linux: z.boolean().describe('boots a Linux guest (an image), not a bare kernel: see HostReport.linuxGuests'),
       }),
     ),
   })
   .meta({ id: 'SmolfileExamples' });
-export const HostReport = z
-  .object({
-    kvm: z.object({
-      present: z.boolean(),
-      usable: z.boolean(),
-      implementation: z.enum(['hardware', 'pvm', 'unknown']).describe('pvm: KVM in software (smol doctor)'),
-      error: z.string().nullable(),
-    }),
-    linuxGuests: z
-      .object({ ok: z.boolean(), message: z.string() })
-      .describe('smol doctor’s verdict: false where a Linux guest will not get through its boot'),
-  })
-  .meta({ id: 'HostReport' });
 export const EpisodeList = z.object({ episodes: z.array(Episode) }).meta({ id: 'EpisodeList' });
 export const VmList = z.object({ vms: z.array(Vm) }).meta({ id: 'VmList' });
 export const SnapshotList = z.object({ snapshots: z.array(Snapshot) }).meta({ id: 'SnapshotList' });
@@ -425,11 +424,23 @@ export const VmNetwork = z
   })
   .meta({ id: 'VmNetwork' });
 
+/** A vmhost's cgroup counters (docs/security.md, "Limits"): what the kernel charged to all of an episode's VMs. */
+export const CgroupSample = z
+  .object({
+    cpuPercent: z.number().describe('CPU the whole vmhost used since the previous sample, in % of one host CPU'),
+    memoryBytes: z.number().describe('memory charged to the vmhost: guest pages touched, the VMM, page cache'),
+    memoryLimitBytes: z.number().nullable(),
+    oomKills: z.number().int(),
+  })
+  .meta({ id: 'CgroupSample' });
+
 export const MetricSample = z
   .object({
     at: z.string().describe('when the sample was taken (ISO 8601)'),
     cpuPercent: z.number().describe('CPU the vCPUs used since the previous sample, in % of one host CPU'),
     memory: MemoryStats,
+    /** Its vmhost's cgroup, shared by the episode's VMs; absent when the vmhost runs without one. */
+    cgroup: CgroupSample.optional(),
   })
   .meta({ id: 'MetricSample' });
 export const MetricsHistory = z
@@ -490,6 +501,7 @@ export const EngineEvent = z
       at: z.string(),
       memory: MemoryStats,
       cpuPercent: z.number(),
+      cgroup: CgroupSample.optional(),
     }),
   ])
   .meta({ id: 'EngineEvent' });
@@ -499,6 +511,7 @@ export type EpisodeState = z.infer<typeof EpisodeState>;
 export type SnapshotKind = z.infer<typeof SnapshotKind>;
 export type VmExit = z.infer<typeof VmExit>;
 export type Vm = z.infer<typeof Vm>;
+export type VmLimits = z.infer<typeof VmLimits>;
 export type Episode = z.infer<typeof Episode>;
 export type Snapshot = z.infer<typeof Snapshot>;
 export type CreateEpisodeRequest = z.infer<typeof CreateEpisodeRequest>;
@@ -525,10 +538,10 @@ export type PulledImage = z.infer<typeof PulledImage>;
 export type RemovedImages = z.infer<typeof RemovedImages>;
 export type MemoryStats = z.infer<typeof MemoryStats>;
 export type MetricSample = z.infer<typeof MetricSample>;
+export type CgroupSample = z.infer<typeof CgroupSample>;
 export type MetricsHistory = z.infer<typeof MetricsHistory>;
 export type EngineEvent = z.infer<typeof EngineEvent>;
 export type PortForward = z.infer<typeof PortForward>;
 export type NetworkRefusal = z.infer<typeof NetworkRefusal>;
 export type VmNetwork = z.infer<typeof VmNetwork>;
 export type SmolfileExamples = z.infer<typeof SmolfileExamples>;
-export type HostReport = z.infer<typeof HostReport>;

@@ -12,6 +12,7 @@ import type {
   SnapshotKind,
   Vm,
   VmExit,
+  VmLimits,
   VmState,
 } from '../api/schema.js';
 import { bootsBareKernel } from '../api/schema.js';
@@ -36,6 +37,7 @@ import { newId, type SnapshotStore } from './snapshot-store.js';
 import { LiveInstance, type DiskDevice } from './live-instance.js';
 import { writeNetworkConfig } from './network-config.js';
 import { VmHost } from './vmhost.js';
+import { VmHostLimiter, type GuestSize } from './vmhost-limits.js';
 import type { VmHostLauncher } from './vmhost-launcher.js';
 
 const BOOT_READY_MS = 120_000;
@@ -75,6 +77,8 @@ export class EngineCore {
   protected readonly episodes = new Map<string, EpisodeRecord>();
   protected readonly hubs = new Map<string, ConsoleHub>();
   readonly #hosts = new Map<string, VmHost>();
+  /** Each vmhost's cgroup and limits (vmhost-limits.ts, docs/security.md "Limits"). */
+  readonly #limiter = new VmHostLimiter();
   /**
    * Each live VM's current native instance (live-instance.ts), by VM id: its name in the vmhost, its device
    * resources, agent and shell are all on it. An instance that ended or was replaced is gone from here.
@@ -128,9 +132,13 @@ export class EngineCore {
         if (running.length === 0 || !host?.alive) return [];
         const byInstance = new Map(running.map((vm) => [this.#live.get(vm.id)!.name, vm.id]));
         const samples = await host.call('sample', { vms: [...byInstance.keys()] }).catch(() => []);
+        // The vmhost's cgroup counts all its VMs together (docs/security.md, "Limits"); a pending shrink ends here.
+        const cgroup = host.cgroup;
+        cgroup?.settle();
+        const counted = cgroup ? { name: cgroup.name, counters: cgroup.counters() } : undefined;
         return samples.flatMap((s) => {
           const vm = byInstance.get(s.vm);
-          return vm ? [{ vm, instance: s.vm, cpuNs: s.cpuNs, memory: s.memory }] : [];
+          return vm ? [{ vm, instance: s.vm, cpuNs: s.cpuNs, memory: s.memory, cgroup: counted }] : [];
         });
       });
       const raw = (await Promise.all(rounds)).flat();
@@ -176,10 +184,12 @@ export class EngineCore {
   /** The API's view of a VM: its record, its live instance's forwards and its refusal count. */
   protected view(vm: VmRecord): Vm {
     const enabled = this.networkEnabled(vm);
-    return vmView(vm, {
+    const view = vmView(vm, {
       ports: enabled ? this.networks.ports(this.#live.get(vm.id)) : [],
       network: { enabled, refused: this.networks.refused(vm.id) },
     });
+    const limits = this.limitsOf(vm);
+    return limits ? { ...view, limits } : view;
   }
 
   /** Whether `vm`'s Smolfile gives it a network (parsed once per episode). */
@@ -359,19 +369,27 @@ export class EngineCore {
     if (existing?.alive) return existing;
     // An operation queued behind a delete must not bring a deleted episode's vmhost back.
     if (this.episodes.get(episode.id) !== episode) throw new ApiFailure(404, `episode ${episode.id} was deleted`);
-    const host = new VmHost(episode.id, this.options.launchVmHost);
+    const host = new VmHost(episode.id, this.options.launchVmHost, this.#limiter.cgroupFor(episode.id));
+    if (host.limitsNote)
+      this.options.log(`engine: the vmhost of ${episode.id} runs without limits (${host.limitsNote})`);
     this.#hosts.set(episode.id, host);
     const failed = (what: string) => (error: unknown) =>
       this.options.log(`engine: handling ${what} failed: ${(error as Error).message}`);
     host.on('console', (instance, data) => this.#onConsole(instance, data));
     host.on('exit', (instance, exit) => void this.#onExit(instance, exit).catch(failed(`the exit of ${instance}`)));
-    host.on('died', (how) => void this.#onHostDied(episode.id, how).catch(failed(`the end of a vmhost`)));
+    host.on('died', (how, cause) => void this.#onHostDied(episode.id, how, cause).catch(failed(`the end of a vmhost`)));
+    host.on('cgroupLeft', (message) => this.options.log(`engine: ${message}`));
+    // The last vmhost gone leaves no empty `smol` cgroup behind (an engine killed outright could not remove it).
+    host.on('cgroupRemoved', () => {
+      if (![...this.#hosts.values()].some((other) => other.cgroup)) this.#limiter.release();
+    });
     return host;
   }
 
   protected async closeHosts(): Promise<void> {
     await Promise.all([...this.#hosts.values()].map((host) => host.close()));
     this.#hosts.clear();
+    this.#limiter.release();
   }
 
   protected async closeHost(episodeId: string): Promise<void> {
@@ -416,7 +434,11 @@ export class EngineCore {
    * dropped). Its devices' resources start with the vsock socket (used when the VM has vsock); `disks` are the
    * devices of its writable disks (the root disk, writable volumes), each of which gets a new layer.
    */
-  protected attach(vm: VmRecord, disks: readonly DiskDevice[] = []): LiveInstance {
+  protected attach(
+    vm: VmRecord,
+    disks: readonly DiskDevice[] = [],
+    size: GuestSize = { memoryMiB: vm.memoryMiB, cpus: vm.cpus },
+  ): LiveInstance {
     const hub = this.hub(vm); // before the instance exists, so none of its output is dropped
     const name = `${vm.id}#${++this.#instanceCount}`;
     const vsock = this.vsockPathOf(name);
@@ -431,9 +453,33 @@ export class EngineCore {
       resources['virtio-net'] = { path: writeNetworkConfig(file, network, { freshPorts: vm.parentVm !== null }) };
     }
     const live = new LiveInstance(name, vm.id, this.host(this.episodeOf(vm)), hub, resources);
+    live.size = size;
     this.#live.get(vm.id)?.end();
     this.#live.set(vm.id, live);
+    this.#resize(live.host); // before the vmhost makes the instance: its memory fits from the first page
     return live;
+  }
+
+  /** Sizes a vmhost's cgroup to the live instances it holds (vmhost-limits.ts). */
+  #resize(host: VmHost): void {
+    if (!host.cgroup) return;
+    const sizes = [...this.#live.values()].filter((live) => live.host === host).map((live) => live.size);
+    try {
+      host.cgroup.limit(this.#limiter.limitsFor(sizes));
+    } catch (error) {
+      this.options.log(`engine: resizing the cgroup of ${host.label} failed: ${(error as Error).message}`);
+    }
+  }
+
+  /** What limits `vm`'s vmhost runs under, for its record (docs/security.md, "Limits"). */
+  protected limitsOf(vm: VmRecord): VmLimits | null {
+    const live = this.#live.get(vm.id);
+    if (!live) return null;
+    const { cgroup, limitsNote } = live.host;
+    const limit = cgroup?.memoryLimitBytes;
+    return cgroup && limit
+      ? { cgroup: cgroup.dirs[0]!, memoryLimitMiB: Math.round(limit / 2 ** 20), note: null }
+      : { cgroup: null, memoryLimitMiB: null, note: limitsNote ?? 'no limits' };
   }
 
   /** The network its Smolfile gives `vm` (docs/network.md), or null: off, or a Smolfile that no longer loads. */
@@ -563,8 +609,10 @@ export class EngineCore {
 
   /** `vm` has no live instance from now on: the one it had lets go of its agent connection and disk layer. */
   #forget(vm: string): void {
-    this.#live.get(vm)?.end();
+    const live = this.#live.get(vm);
+    live?.end();
     this.#live.delete(vm);
+    if (live) this.#resize(live.host);
   }
 
   protected writeTo(vm: VmRecord, data: Buffer): void {
@@ -590,28 +638,26 @@ export class EngineCore {
     const live = this.#current(instance);
     if (!live) return; // an instance the engine replaced or killed itself
     const id = live.vm;
-    const why = `exit ${exit.reason}${exit.message ? `: ${exit.message}` : ''}`;
-    live.shell?.guestEnded(why); // a bake waiting on the console fails now, with the reason
     this.#forget(id);
     const vm = this.vm(id);
-    this.hubs.get(id)?.marker(why);
+    this.hubs.get(id)?.marker(`exit ${exit.reason}${exit.message ? `: ${exit.message}` : ''}`);
     await this.setState(this.episodeOf(vm), vm, 'stopped', exit);
   }
 
-  async #onHostDied(episodeId: string, how: string): Promise<void> {
+  async #onHostDied(episodeId: string, how: string, cause?: string): Promise<void> {
     this.#hosts.delete(episodeId);
     const episode = this.episodes.get(episodeId);
     if (!episode) return;
-    this.options.log(`engine: the vmhost of ${episode.name} (${episodeId}) ended (${how})`);
+    this.options.log(`engine: the vmhost of ${episode.name} (${episodeId}) ended (${cause ? `${cause}, ` : ''}${how})`);
     for (const vm of episode.vms) {
       if (!this.#live.has(vm.id)) continue;
-      this.#live.get(vm.id)?.shell?.guestEnded(`its vmhost process ended (${how})`);
       this.#forget(vm.id);
-      this.hubs.get(vm.id)?.marker(`crashed: its vmhost ended (${how})`);
+      // An OOM kill by its own cgroup says so (`out of memory (limit N MiB)`), not the signal that did it.
+      this.hubs.get(vm.id)?.marker(`crashed: ${cause ?? `its vmhost ended (${how})`}`);
       await this.setState(episode, vm, 'crashed', {
         reason: 'crashed',
         code: null,
-        message: `its vmhost process ended (${how})`,
+        message: cause ?? `its vmhost process ended (${how})`,
       });
     }
   }
@@ -692,7 +738,8 @@ export class EngineCore {
     snapshot: Snapshot,
     { paused = false, remint = false } = {},
   ): Promise<void> {
-    const live = this.attach(vm, this.store.diskDevices(snapshot.id));
+    const size = { memoryMiB: Math.round(snapshot.memoryBytes / 2 ** 20), cpus: snapshot.cpus };
+    const live = this.attach(vm, this.store.diskDevices(snapshot.id), size);
     live.volumeImages = this.store.volumeImages(snapshot.id);
     const { host, name: instance, resources } = live;
     try {

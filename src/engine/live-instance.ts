@@ -46,6 +46,8 @@ export class LiveInstance {
   volumeImages: string[] = [];
   /** While a fresh boot runs the Smolfile's init commands on its console. */
   shell: ConsoleShell | undefined;
+  /** Its guest RAM and vCPUs: what it adds to its vmhost's cgroup limits (vmhost-limits.ts). */
+  size = { memoryMiB: 0, cpus: 0 };
   #ended = false;
 
   constructor(

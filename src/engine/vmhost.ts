@@ -6,6 +6,7 @@ import type { Readable } from 'node:stream';
 import type { JailStatus } from '../vmm/native.js';
 import { forkVmHost, REPORT_FD, type VmHostLauncher, type VmHostProcess } from './vmhost-launcher.js';
 import { CodedError } from '../api/error-codes.js';
+import type { VmHostCgroup } from './vmhost-cgroup.js';
 import type {
   HostArgs,
   HostMessageIn,
@@ -22,8 +23,14 @@ const TAKEN_BATCH_BYTES = 2 ** 20;
 interface VmHostEvents {
   console: [vm: string, data: Buffer];
   exit: [vm: string, exit: VmExit];
-  /** The process ended without being asked to: `how` is its exit code or signal. */
-  died: [how: string];
+  /**
+   * The process ended without being asked to: `how` is its exit code or signal; `cause`, when known, is why in a
+   * user's words (`out of memory (limit 80 MiB)`: its cgroup's OOM killer ended it).
+   */
+  died: [how: string, cause?: string];
+  /** Its cgroup was removed (it ended), or could not be (the message says which and why). */
+  cgroupRemoved: [];
+  cgroupLeft: [message: string];
 }
 
 interface Pending {
@@ -39,21 +46,34 @@ export class VmHost extends EventEmitter<VmHostEvents> {
   #seq = 0;
   #closing = false;
   #dead: string | null = null;
+  readonly #joined = new Set<number>();
+  #cgroupRemoved: Promise<void> = Promise.resolve();
   #disconnected = false;
   /** Console bytes received and not yet reported taken (consoleTaken calls, batched: TAKEN_EVERY_MS or 1 MiB). */
   #taken = 0;
   #takenTimer: NodeJS.Timeout | null = null;
   /** What the vmhost's jail put in force (null: SMOL_JAIL=0), once it is ready. */
   jail: JailStatus | null = null;
+  /** Its cgroup (docs/security.md, "Limits"): null when it runs without one; `limitsNote` then says why. */
+  cgroup: VmHostCgroup | null;
+  limitsNote: string | null;
 
   constructor(
     readonly label: string,
     launch: VmHostLauncher = forkVmHost,
+    cgroup: { cgroup: VmHostCgroup | null; note: string | null } = { cgroup: null, note: null },
   ) {
     super();
+    this.cgroup = cgroup.cgroup;
+    this.limitsNote = cgroup.note;
     this.#child = launch(label);
+    // Into its cgroup before it runs any VM: now when the pid is known, else (a utilityProcess) at its first message.
+    this.#joinCgroup();
     this.ready = new Promise((resolve, reject) => {
-      this.#child.once('message', () => resolve());
+      this.#child.once('message', () => {
+        this.#joinCgroup();
+        resolve();
+      });
       this.#child.once('exit', () => reject(new Error(`the vmhost for ${label} ended before it was ready`)));
     });
     this.ready.catch(() => undefined);
@@ -70,7 +90,13 @@ export class VmHost extends EventEmitter<VmHostEvents> {
       : Promise.resolve();
     this.#child.on('exit', (code, signal) => {
       const how = signal ? `signal ${signal}` : `exit code ${code}`;
-      if (signal !== 'SIGSYS') return this.#onExit(how);
+      const limit = this.cgroup?.memoryLimitBytes;
+      // Whatever the exit looks like (a launcher in between may turn the SIGKILL into an exit code), an OOM kill in
+      // its own cgroup, where it is the only process, is what ended it.
+      const oom = limit && this.cgroup!.oomKills() > 0;
+      const cause = oom ? `out of memory (limit ${Math.round(limit / 2 ** 20)} MiB)` : undefined;
+      this.#removeCgroup();
+      if (signal !== 'SIGSYS') return this.#onExit(how, cause);
       const waited = new Promise<void>((resolve) => setTimeout(resolve, 1000).unref());
       void Promise.race([reportDone, waited]).then(() => {
         const seccomp = /seccomp: [^\n]+/.exec(reported)?.[0];
@@ -116,10 +142,11 @@ export class VmHost extends EventEmitter<VmHostEvents> {
   /** Ends the process (its VMs die with it); resolves once it has gone. */
   async close(): Promise<void> {
     this.#closing = true;
-    if (this.#dead || this.#child.exitCode !== null || this.#child.signalCode !== null) return;
+    if (this.#dead || this.#child.exitCode !== null || this.#child.signalCode !== null) return this.#cgroupRemoved;
     const gone = new Promise<void>((resolve) => this.#child.once('exit', () => resolve()));
     this.#child.kill('SIGKILL');
     await gone;
+    await this.#cgroupRemoved;
   }
 
   #onMessage(message: HostMessageOut): void {
@@ -147,6 +174,7 @@ export class VmHost extends EventEmitter<VmHostEvents> {
         break;
       case 'ready':
         this.jail = message.jail ?? null;
+        this.#joinCgroup(); // by the pid it is known by now, before any call goes out (calls await ready)
         break;
     }
   }
@@ -169,12 +197,41 @@ export class VmHost extends EventEmitter<VmHostEvents> {
     if (bytes > 0 && this.alive) this.call('consoleTaken', { bytes }).catch(() => undefined);
   }
 
-  #onExit(how: string): void {
+  #onExit(how: string, cause?: string): void {
     if (this.#dead) return;
     this.#dead = how;
-    const error = new Error(`the vmhost for ${this.label} ended (${how})`);
+    const error = new Error(`the vmhost for ${this.label} ended (${cause ? `${cause}, ${how}` : how})`);
     for (const pending of this.#pending.values()) pending.reject(error);
     this.#pending.clear();
-    if (!this.#closing) this.emit('died', how);
+    if (!this.#closing) this.emit('died', how, cause);
+  }
+
+  /**
+   * Moves the process into its cgroup: at the spawn (its children, made later, are born in it), and again at its
+   * first message, by the pid the vmhost is known by then (a launcher may start it through another process, as
+   * unshare(1) does). A host that refuses leaves it without limits, said in limitsNote.
+   */
+  #joinCgroup(): void {
+    const pid = this.pid ?? this.#child.pid;
+    if (!this.cgroup || pid === undefined || this.#joined.has(pid)) return;
+    this.#joined.add(pid);
+    try {
+      this.cgroup.join(pid);
+    } catch (error) {
+      if (this.#child.exitCode !== null || this.#child.signalCode !== null) return; // it ended first
+      this.limitsNote = `its vmhost could not join the cgroup ${this.cgroup.dirs[0]} (${(error as Error).message})`;
+      this.#removeCgroup();
+    }
+  }
+
+  #removeCgroup(): void {
+    const cgroup = this.cgroup;
+    if (!cgroup) return;
+    this.cgroup = null;
+    this.limitsNote ??= 'its vmhost has ended';
+    this.#cgroupRemoved = cgroup.remove().then(
+      () => void this.emit('cgroupRemoved'),
+      (error: unknown) => void this.emit('cgroupLeft', (error as Error).message),
+    );
   }
 }

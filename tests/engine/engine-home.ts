@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Smol } from '../../sdk/typescript/smol.js';
+import { sweepEngine } from '../../src/engine/cgroups.js';
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const smolBin = path.join(root, 'bin', 'smol.js');
@@ -116,7 +117,8 @@ export class EngineHome {
     for (const client of this.#clients) client.api.close?.();
     // Every process started for this data dir: the engine (also one that has not written engine.json yet) and
     // its vmhosts, found through their environment.
-    for (const pid of [this.enginePid(), ...this.#processes()]) {
+    const engine = this.enginePid();
+    for (const pid of [engine, ...this.#processes()]) {
       if (pid === null || pid === process.pid) continue;
       try {
         process.kill(pid, 'SIGKILL');
@@ -124,6 +126,10 @@ export class EngineHome {
         // gone
       }
     }
+    // The vmhosts' cgroups (docs/security.md, "Limits"): an engine killed outright leaves them; removed once
+    // the killed vmhosts are reaped.
+    for (let tries = 0; engine !== null && sweepEngine(engine).length > 0 && tries < 100; tries++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
     if (existsSync(this.dir)) rmSync(this.dir, { recursive: true, force: true });
     for (const file of readdirSync(path.dirname(this.dir))) {
       if (file.startsWith(`${path.basename(this.dir)}-`))
