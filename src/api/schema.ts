@@ -293,10 +293,24 @@ export const SmolfileExamples = z
         name: z.string(),
         path: z.string().describe('absolute, for createEpisode'),
         description: z.string(),
+        linux: z.boolean().describe('boots a Linux guest (an image), not a bare kernel: see HostReport.linuxGuests'),
       }),
     ),
   })
   .meta({ id: 'SmolfileExamples' });
+export const HostReport = z
+  .object({
+    kvm: z.object({
+      present: z.boolean(),
+      usable: z.boolean(),
+      implementation: z.enum(['hardware', 'pvm', 'unknown']).describe('pvm: KVM in software (smol doctor)'),
+      error: z.string().nullable(),
+    }),
+    linuxGuests: z
+      .object({ ok: z.boolean(), message: z.string() })
+      .describe('smol doctor’s verdict: false where a Linux guest will not get through its boot'),
+  })
+  .meta({ id: 'HostReport' });
 export const EpisodeList = z.object({ episodes: z.array(Episode) }).meta({ id: 'EpisodeList' });
 export const VmList = z.object({ vms: z.array(Vm) }).meta({ id: 'VmList' });
 export const SnapshotList = z.object({ snapshots: z.array(Snapshot) }).meta({ id: 'SnapshotList' });
@@ -545,3 +559,4 @@ export type PortForward = z.infer<typeof PortForward>;
 export type NetworkRefusal = z.infer<typeof NetworkRefusal>;
 export type VmNetwork = z.infer<typeof VmNetwork>;
 export type SmolfileExamples = z.infer<typeof SmolfileExamples>;
+export type HostReport = z.infer<typeof HostReport>;

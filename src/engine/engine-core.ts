@@ -638,9 +638,11 @@ export class EngineCore {
     const live = this.#current(instance);
     if (!live) return; // an instance the engine replaced or killed itself
     const id = live.vm;
+    const why = `exit ${exit.reason}${exit.message ? `: ${exit.message}` : ''}`;
+    live.shell?.guestEnded(why); // a bake waiting on the console fails now, with the reason
     this.#forget(id);
     const vm = this.vm(id);
-    this.hubs.get(id)?.marker(`exit ${exit.reason}${exit.message ? `: ${exit.message}` : ''}`);
+    this.hubs.get(id)?.marker(why);
     await this.setState(this.episodeOf(vm), vm, 'stopped', exit);
   }
 
@@ -651,6 +653,7 @@ export class EngineCore {
     this.options.log(`engine: the vmhost of ${episode.name} (${episodeId}) ended (${cause ? `${cause}, ` : ''}${how})`);
     for (const vm of episode.vms) {
       if (!this.#live.has(vm.id)) continue;
+      this.#live.get(vm.id)?.shell?.guestEnded(`its vmhost process ended (${how})`);
       this.#forget(vm.id);
       // An OOM kill by its own cgroup says so (`out of memory (limit N MiB)`), not the signal that did it.
       this.hubs.get(vm.id)?.marker(`crashed: ${cause ?? `its vmhost ended (${how})`}`);
