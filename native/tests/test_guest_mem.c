@@ -4,6 +4,8 @@
 #include "guest_mem.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #define MIB (1ULL << 20)
 #define GIB (1ULL << 30)
@@ -70,5 +72,39 @@ TEST(ram_beyond_3gib_is_reachable_from_4gib_up)
 	*high = 0x22;				/* distinct memory from guest address 0 */
 	CHECK_EQ_INT(*low, 0x11);
 	CHECK_EQ_INT(*high, 0x22);
+	guest_mem_exit(&mem);
+}
+
+/* Whether the mapping that starts at `start` has VM_HUGEPAGE ("hg" in VmFlags of /proc/self/smaps); -1: not found. */
+static int mapping_has_hugepage_flag(const void *start)
+{
+	char line[512], want[32];
+	FILE *f = fopen("/proc/self/smaps", "r");
+	int found = 0, flag = -1;
+
+	if (!f)
+		return -1;
+	snprintf(want, sizeof(want), "%lx-", (unsigned long)start);
+	while (fgets(line, sizeof(line), f)) {
+		size_t hex = strspn(line, "0123456789abcdef");
+
+		if (hex > 0 && line[hex] == '-')		/* a mapping's first line: start-end perms ... */
+			found = strncmp(line, want, strlen(want)) == 0;
+		else if (found && !strncmp(line, "VmFlags:", 8)) {
+			flag = strstr(line, " hg") != NULL;
+			break;
+		}
+	}
+	fclose(f);
+	return flag;
+}
+
+TEST(fresh_guest_ram_asks_for_huge_pages)
+{
+	struct vm_error err = { 0 };
+	struct guest_mem mem;
+
+	REQUIRE(guest_mem_init(&mem, 16 * MIB, &err) == 0);
+	CHECK_EQ_INT(mapping_has_hugepage_flag(mem.host), 1);
 	guest_mem_exit(&mem);
 }

@@ -8,6 +8,8 @@ export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+# cgroup v2, as a systemd host mounts it: the engine puts each vmhost in a cgroup of its own (docs/security.md).
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
 NONCE=$(sed -n 's/.*smol\.nonce=\([0-9a-f]*\).*/\1/p' /proc/cmdline)
 
 say() { echo "SMOL-LAB-$1-$NONCE $2" >/dev/console; }
@@ -61,6 +63,10 @@ find_port() { # virtio-serial port name -> /dev node (ports appear shortly after
 load_modules
 # Every SysRq function, so that the host can ask a hung lab for its tasks' kernel stacks (scripts/lab/hang.js).
 echo 1 >/proc/sys/kernel/sysrq
+# Transparent huge pages for shared memory where a program asks for them (madvise), as on a host set up for VMs:
+# our VMM's guest RAM is a memfd and asks; Debian's default, never, gives QEMU's anonymous RAM huge pages and ours
+# none (docs/guest.md, "Boot time against QEMU microvm"). A command may write another value there (it runs as root).
+echo advise >/sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null || true
 mount_filesystems
 # Loopback only (no network leaves the lab): servers the tests start on 127.0.0.1 must be reachable.
 ip link set lo up || fail network "cannot bring up the loopback interface"
