@@ -20,6 +20,8 @@ export interface UiEngine {
   api: ApiClient;
   /** The last output of the engine side, for a failing test's message. */
   log(): string;
+  /** Runs `smol ARGS` on the engine's data dir (not in the lab): its exit status and output. */
+  smol(args: string[]): Promise<{ status: number | null; output: string }>;
   close(): Promise<void>;
 }
 
@@ -113,6 +115,18 @@ export async function startUiEngine(env: NodeJS.ProcessEnv = {}): Promise<UiEngi
     url: url.href,
     token,
     api,
+    smol: (args) => {
+      if (!home) throw new Error('smol commands on the engine run only where the engine runs here, not in the lab');
+      const run = spawn(process.execPath, [path.join(root, 'bin', 'smol.js'), ...args], {
+        cwd: root,
+        env: { ...process.env, SMOL_HOME: home },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let text = '';
+      run.stdout.on('data', (data: Buffer) => (text += data.toString()));
+      run.stderr.on('data', (data: Buffer) => (text += data.toString()));
+      return new Promise((resolve) => run.once('close', (status) => resolve({ status, output: text })));
+    },
     log: () => {
       let engineLog = '';
       try {

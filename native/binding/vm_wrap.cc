@@ -7,11 +7,17 @@ extern "C" {
 
 #include "vm_error_js.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -154,6 +160,29 @@ static Napi::Object WrapHost(Napi::Env env, VmWrap::Host* host, bool running);
 static struct vm* LiveVm(const Napi::CallbackInfo& info, VmWrap::Host* host, const char* what);
 
 namespace {
+
+// A trace as JavaScript sees it (VmTrace in src/vmm/native.ts); without times, startMs and the rest are null.
+Napi::Object TraceObject(Napi::Env env, const struct vm_trace& trace, const struct vm_trace_times* times) {
+  Napi::Array steps = Napi::Array::New(env, trace.nr_steps);
+  uint32_t ioctls = 0;
+  for (int i = 0; i < trace.nr_steps; i++) {
+    Napi::Object s = Napi::Object::New(env);
+    s.Set("step", trace.steps[i].name);
+    s.Set("ms", trace.steps[i].ms);
+    s.Set("kvmIoctls", trace.steps[i].kvm_ioctls);
+    ioctls += trace.steps[i].kvm_ioctls;
+    steps.Set(static_cast<uint32_t>(i), s);
+  }
+  auto at = [&](double ms) { return ms < 0 ? env.Null() : Napi::Value(Napi::Number::New(env, ms)); };
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("steps", steps);
+  out.Set("totalMs", trace.t_last - trace.t0);
+  out.Set("kvmIoctls", ioctls);
+  out.Set("startMs", at(times ? times->start_ms : -1));
+  out.Set("firstEntryMs", at(times ? times->first_entry_ms : -1));
+  out.Set("firstOutputMs", at(times ? times->first_output_ms : -1));
+  return out;
+}
 
 // Makes `trace` this worker thread's current one, begun when JavaScript asked (its first step: the wait for a thread).
 void BeginTrace(struct vm_trace* trace, double asked_at) {
@@ -474,7 +503,8 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
       : Napi::AsyncProgressWorker<Progress>(wrapper.Env(), "smol:checkpoint"),
         held_(wrapper, host),
         dir_(std::move(dir)),
-        resources_(std::move(resources)) {
+        resources_(std::move(resources)),
+        asked_at_(trace_now_ms()) {
     if (on_progress.IsFunction()) on_progress_ = Napi::Persistent(on_progress.As<Napi::Function>());
   }
   Napi::Promise Promise() { return held_.deferred.Promise(); }
@@ -485,15 +515,19 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     progress_ = &progress;
     std::vector<struct vm_device_resource> resources = resources_.View();
     struct vm_checkpoint_params params = {resources.data(), resources.size()};
+    BeginTrace(&trace_, asked_at_);  // its steps: the checkpoint's, then the write's (docs/snapshots.md)
     if (vm_checkpoint(held_.host->vm, &params, &snap, &stats_, &err) < 0) {
+      vm_trace_use(nullptr);
       Fail(err);
       return;
     }
     if (vm_snapshot_disk(snap)) disk_ = vm_snapshot_disk(snap);
     auto t1 = std::chrono::steady_clock::now();
     if (vm_snapshot_write(snap, dir_.c_str(), OnCProgress, this, &info_, &err) < 0) Fail(err);
-    vm_snapshot_put(snap);
     write_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+    vm_snapshot_put(snap);
+    trace_step("release the checkpoint");
+    vm_trace_use(nullptr);
   }
   void OnProgress(const Progress* data, size_t count) override {
     if (count == 0 || on_progress_.IsEmpty()) return;
@@ -518,6 +552,7 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
     r.Set("memoryBytes", static_cast<double>(info_.mem_size));
     r.Set("cpus", info_.nr_cpus);
     r.Set("disk", disk_.empty() ? env.Null() : Napi::Value(Napi::String::New(env, disk_)));
+    r.Set("trace", TraceObject(env, trace_, nullptr));
     held_.Resolve(r);
   }
   void OnError(const Napi::Error& e) override { held_.Reject(WithVmCode(e, code_)); }
@@ -545,9 +580,21 @@ class CheckpointWorker : public Napi::AsyncProgressWorker<Progress> {
   struct vm_checkpoint_stats stats_ = {};
   struct vm_snapshot_info info_ = {};
   double write_ms_ = 0;
+  double asked_at_;
+  struct vm_trace trace_ = {};
 };
 
-// fork(n): one in-memory checkpoint of the parent, restored n times; the children start before this resolves.
+// Threads that make a fork's children: one per 8 children, at most one per online CPU and at most 8.
+unsigned ForkThreads(size_t children) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t n = children / 8;
+  if (cpus > 0 && n > static_cast<size_t>(cpus)) n = static_cast<size_t>(cpus);
+  if (n > 8) n = 8;
+  return n < 1 ? 1 : static_cast<unsigned>(n);
+}
+
+// fork(n): one in-memory checkpoint of the parent, restored n times on several threads (ForkThreads); the children
+// start before this resolves.
 class ForkWorker : public Napi::AsyncWorker {
  public:
   ForkWorker(const Napi::Object& wrapper, VmWrap::Host* parent, std::vector<VmWrap::Host*> children,
@@ -564,9 +611,9 @@ class ForkWorker : public Napi::AsyncWorker {
     struct vm_snapshot* snap = nullptr;
     std::vector<struct vm_device_resource> resources = resources_.View();
     struct vm_checkpoint_params params = {resources.data(), resources.size()};
-    // Each child's trace: the checkpoint's steps, the time its elder siblings took, then its own restore.
+    // Each child's trace: the checkpoint's steps, the time its thread took to start or made its elder siblings in,
+    // then its own restore.
     auto base = std::make_unique<struct vm_trace>();
-    auto trace = std::make_unique<struct vm_trace>();
     BeginTrace(base.get(), asked_at_);
     if (vm_checkpoint(held_.host->vm, &params, &snap, &stats_, &err) < 0) {
       vm_trace_use(nullptr);
@@ -575,25 +622,50 @@ class ForkWorker : public Napi::AsyncWorker {
       return;
     }
     vm_pool_want(static_cast<unsigned>(children_.size()));  // prepared VMs for the whole batch (vm_pool.c)
-    for (size_t i = 0; i < children_.size(); i++) {
-      VmWrap::Host* child = children_[i];
-      struct vm_callbacks cb = {child, OnOutput, OnExit};
-      std::vector<struct vm_device_resource> child_resources = child->resources.View();
-      struct vm_restore_params child_params = {held_.host->config.console_limit, &cb, child_resources.data(),
-                                               child_resources.size()};
-      *trace = *base;
-      vm_trace_use(trace.get());
-      if (i > 0) trace_step("fork: the children before this one");
-      if (vm_restore(snap, &child_params, &child->vm, &err) < 0 || vm_start(child->vm, &err) < 0) {
-        code_ = err.code;
-        SetError("cannot fork child " + std::to_string(i + 1) + " of " + std::to_string(children_.size()) + ": " +
-                 err.msg);
-        break;
-      }
-      trace_step("start the vCPU threads");
-      vm_trace_keep(child->vm, trace.get());
-    }
     vm_trace_use(nullptr);
+    // The children are made on several threads at once, each taking the next child not yet taken: each one's
+    // restore is its own VM's ioctls and mappings, and only the parsed checkpoint (read-only) is shared.
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex fail_lock;
+    auto make_children = [&]() {
+      struct vm_trace trace;
+      struct vm_error child_err = {};
+      for (bool first = true;; first = false) {  // a thread's first child: no step of its own
+        size_t i = next.fetch_add(1);
+        if (i >= children_.size() || failed.load()) break;
+        VmWrap::Host* child = children_[i];
+        struct vm_callbacks cb = {child, OnOutput, OnExit};
+        std::vector<struct vm_device_resource> child_resources = child->resources.View();
+        struct vm_restore_params child_params = {held_.host->config.console_limit, &cb, child_resources.data(),
+                                                 child_resources.size()};
+        trace = *base;
+        vm_trace_use(&trace);
+        if (!first) trace_step("fork: the children before this one");  // on this thread
+        if (vm_restore(snap, &child_params, &child->vm, &child_err) < 0 || vm_start(child->vm, &child_err) < 0) {
+          std::lock_guard<std::mutex> g(fail_lock);
+          if (!failed.exchange(true)) {
+            code_ = child_err.code;
+            SetError("cannot fork child " + std::to_string(i + 1) + " of " + std::to_string(children_.size()) +
+                     ": " + child_err.msg);
+          }
+          break;
+        }
+        trace_step("start the vCPU threads");
+        vm_trace_keep(child->vm, &trace);
+      }
+      vm_trace_use(nullptr);
+    };
+    std::vector<std::thread> helpers;
+    for (unsigned t = 1; t < ForkThreads(children_.size()); t++) {
+      try {
+        helpers.emplace_back(make_children);
+      } catch (const std::system_error&) {
+        break;  // no more threads: the ones there are make the rest
+      }
+    }
+    make_children();
+    for (std::thread& t : helpers) t.join();
     vm_snapshot_put(snap);
   }
   void OnOK() override {
@@ -711,25 +783,7 @@ Napi::Value VmWrap::Trace(const Napi::CallbackInfo& info) {
   } else {
     throw VmError(env, "cannot read its trace: the VM is gone", ESRCH);
   }
-  Napi::Array steps = Napi::Array::New(env, trace->nr_steps);
-  uint32_t ioctls = 0;
-  for (int i = 0; i < trace->nr_steps; i++) {
-    Napi::Object s = Napi::Object::New(env);
-    s.Set("step", trace->steps[i].name);
-    s.Set("ms", trace->steps[i].ms);
-    s.Set("kvmIoctls", trace->steps[i].kvm_ioctls);
-    ioctls += trace->steps[i].kvm_ioctls;
-    steps.Set(static_cast<uint32_t>(i), s);
-  }
-  auto at = [&](double ms) { return ms < 0 ? env.Null() : Napi::Value(Napi::Number::New(env, ms)); };
-  Napi::Object out = Napi::Object::New(env);
-  out.Set("steps", steps);
-  out.Set("totalMs", trace->t_last - trace->t0);
-  out.Set("kvmIoctls", ioctls);
-  out.Set("startMs", at(times.start_ms));
-  out.Set("firstEntryMs", at(times.first_entry_ms));
-  out.Set("firstOutputMs", at(times.first_output_ms));
-  return out;
+  return TraceObject(env, *trace, &times);
 }
 
 Napi::Value VmWrap::MemoryStats(const Napi::CallbackInfo& info) {

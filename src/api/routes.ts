@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import type { EngineApi } from './engine-api.js';
 // A cycle (openapi.ts reads ROUTES), but neither module uses the other until a request or a call arrives.
 import { openApiDocument } from './openapi.js';
+import { hostReport } from '../doctor/linux-guests.js';
 import { smolfileExamples } from '../smolfile/smolfile-examples.js';
 import { imageOperations } from './image-routes.js';
 import {
@@ -49,6 +50,7 @@ const HANDLERS: Handlers = {
   openapi: () => openApiDocument() as ResponseOf<'openapi'>,
   listEpisodes: (api) => ({ episodes: api.listEpisodes() }),
   createEpisode: (api, _p, body) => api.createEpisode(body),
+  hostReport: () => hostReport(),
   listSmolfileExamples: () => ({ examples: smolfileExamples() }),
   listImages: async (api) => ({ images: await imageOperations(api).list() }),
   pullImage: (api, _p, body) => imageOperations(api).pull(body),

@@ -178,6 +178,8 @@ async function checkpointSizes(o: SnapshotBenchOptions, scratch: Scratch): Promi
     } finally {
       await stop(vm);
     }
+    // With --trace: the steps of each diff checkpoint, pause and write together (the write's steps say "write:").
+    const diffTrace = o.trace ? traceBreakdown(diff.map((c) => c.trace)) : undefined;
     const dirtied = median(diff.map((c) => c.dirtyPages)) * PAGE_BYTES;
     const values = { dirtiedBytes_p50: dirtied, diffLayersWritten: diff.filter((c) => c.kind === 'diff').length };
     const diffInputs = { ...inputs, dirtiedMiB: DIRTY_MIB };
@@ -193,6 +195,7 @@ async function checkpointSizes(o: SnapshotBenchOptions, scratch: Scratch): Promi
         `${memoryMiB} MiB diff ${DIRTY_MIB} MiB dirty: write`,
         diff.map((c) => c.writeMs),
         diffInputs,
+        { targetMs: 15, trace: diffTrace },
       ),
     );
   }

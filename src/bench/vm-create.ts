@@ -22,6 +22,9 @@ export interface BenchHost {
   cpuModel: string;
   kernel: string;
   node: string;
+  /** When the benchmark began (ISO 8601) and the host's load average then (1, 5, 15 min); older JSON has neither. */
+  measuredAt?: string;
+  loadAverageAtStart?: number[];
 }
 
 export interface BenchResult {
@@ -90,6 +93,8 @@ export function benchHost(): BenchHost {
     cpuModel: os.cpus()[0]?.model ?? 'unknown',
     kernel: os.release(),
     node: process.version,
+    measuredAt: new Date().toISOString(),
+    loadAverageAtStart: os.loadavg().map((l) => Math.round(l * 100) / 100),
   };
 }
 

@@ -1,17 +1,25 @@
 // `smol serve`: the engine's API (and, with the UI, its pages) on a TCP port, behind a random token that the
 // printed URL carries (docs/engine.md, "API"). It runs until Ctrl-C, then closes that listener; the engine and its
-// VMs keep running.
+// VMs keep running. When the engine goes away it waits for the next one and serves again on the same port.
 import { parseIntegerFlag } from './args.js';
+import { Smol } from '../../sdk/typescript/smol.js';
 import { helpOr, parseCommand, printJson, withEngine } from './engine-cli.js';
 
-export const SERVE_HELP = `Usage: smol serve [--port P] [--host H] [--json]
+export const SERVE_HELP = `Usage: smol serve [--port P] [--host H] [--rotate-token] [--json]
 
-Opens the engine's API on a TCP port (default: any free port on 127.0.0.1) and prints its URL, which carries a
-random token: requests without it get 401, and requests from pages of another origin get 403. Runs until
-Ctrl-C (or SIGTERM, or its terminal closing), which closes the listener and exits 0; the engine and its VMs
-keep running. If the engine stops first, it says so and exits 1. Listening beyond 127.0.0.1 (--host 0.0.0.0)
+Opens the engine's API on a TCP port and prints its URL, which carries the data dir's token: requests
+without it get 401, and requests from pages of another origin get 403. The token is kept in
+SMOL_HOME/serve-token (mode 0600) and stays the same across engines and serves until --rotate-token
+replaces it (the old token then opens nothing). Without --port it takes the port this host address was
+served on last, when that is free (else any free port, and it says so). Runs until Ctrl-C (or SIGTERM,
+or its terminal closing), which closes the listener and exits 0; the engine and its VMs keep running.
+If the engine stops first, it waits for the next engine of the data dir and serves again on the same
+port with the same token, so an open page reconnects. Listening beyond 127.0.0.1 (--host 0.0.0.0)
 exposes the engine to the network: anyone with the URL controls your VMs.
 `;
+
+/** How often a serve whose engine went away looks for the next one. */
+const FOLLOW_MS = 500;
 
 export async function runServe(argv: string[]): Promise<number> {
   const { flags, help } = parseCommand(
@@ -20,31 +28,72 @@ export async function runServe(argv: string[]): Promise<number> {
     {
       port: { type: 'string' },
       host: { type: 'string', default: '127.0.0.1' },
+      'rotate-token': { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' },
     },
     { min: 0, max: 0, names: '' },
   );
   if (helpOr(help, SERVE_HELP)) return 0;
-  const port = parseIntegerFlag('serve', '--port', flags.port, { min: 0, max: 65535, default: 0 });
-  return withEngine(async (smol) => {
-    const listener = await smol.api.call('listen', { body: { host: flags.host, port } });
-    if (flags.json) printJson(listener);
-    else process.stdout.write(`Smol Studio engine API at ${listener.url}\n(Ctrl-C stops serving)\n`);
-    // Held open by the engine's event stream: a pending promise alone keeps no event loop alive (Node would exit
-    // at once with status 13), and the stream also tells when the engine itself goes away.
-    const ended = await new Promise<'signal' | string>((resolve) => {
-      const stream = smol.api.events(() => undefined, { onClose: (why) => resolve(why) });
-      const stop = () => (stream.close(), resolve('signal'));
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-      process.once('SIGHUP', stop); // its terminal closed
+  let port = parseIntegerFlag('serve', '--port', flags.port, { min: 0, max: 65535, default: 0 });
+  let signalled = false;
+  let wake: () => void = () => undefined;
+  const stop = () => ((signalled = true), wake());
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  process.once('SIGHUP', stop); // its terminal closed
+  let rotateToken = flags['rotate-token'];
+  let first = true;
+  for (;;) {
+    const served = await withEngine(async (smol) => {
+      const listener = await smol.api.call('listen', { body: { host: flags.host, port, rotateToken } });
+      rotateToken = false;
+      if (flags.json) printJson(listener);
+      else {
+        const again = first ? '' : 'the engine is back: ';
+        process.stdout.write(`${again}Smol Studio engine API at ${listener.url}\n(Ctrl-C stops serving)\n`);
+        if (listener.movedFrom) {
+          process.stdout.write(`(port ${listener.movedFrom}, where this data dir was served before, is taken)\n`);
+        }
+      }
+      first = false;
+      port = listener.port; // the next engine serves here too
+      // Held open by the engine's event stream: a pending promise alone keeps no event loop alive (Node would exit
+      // at once with status 13), and the stream also tells when the engine itself goes away.
+      const ended = await new Promise<'signal' | string>((resolve) => {
+        const stream = smol.api.events(() => undefined, { onClose: (why) => resolve(why) });
+        wake = () => (stream.close(), resolve('signal'));
+        if (signalled) wake();
+      });
+      if (ended === 'signal') {
+        await smol.api.call('unlisten', { query: { port: listener.port } }).catch(() => undefined);
+        smol.api.close();
+        return 'stopped';
+      }
+      smol.api.close();
+      process.stderr.write(
+        `smol: the engine went away (${ended}); waiting for the next engine to serve ${listener.url} again ` +
+          '(Ctrl-C stops)\n',
+      );
+      return 'lost';
     });
-    if (ended !== 'signal') {
-      process.stderr.write(`smol: the engine went away (${ended}); ${listener.url} is no longer served\n`);
-      return 1;
+    if (served === 'stopped') return 0;
+    // The next engine: started by whoever needs it (the app, the CLI, smol engine); this serve does not start one.
+    while (!signalled && !(await engineAnswers())) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, FOLLOW_MS);
+        wake = () => (clearTimeout(timer), resolve());
+      });
     }
-    await smol.api.call('unlisten', { query: { port: listener.port } }).catch(() => undefined);
-    return 0;
-  });
+    if (signalled) return 0;
+  }
+}
+
+async function engineAnswers(): Promise<boolean> {
+  try {
+    (await Smol.connect({ start: false })).api.close();
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -1,8 +1,9 @@
 // Everything `smol doctor` looks at, gathered once, as plain data (the report is a pure function of it).
-import { closeSync, existsSync, openSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { packageRoot } from '../package-root.js';
 import { findGuestAssets } from '../guest-build/guest-assets.js';
 import { findElectronBinary } from './electron-binary.js';
+import { probeKvmFromFiles } from './linux-guests.js';
 import { guestCacheDir, tinyGuestDir } from '../smol-dirs.js';
 import { loadNative, nativeModulePath, type KvmProbe } from '../vmm/native.js';
 
@@ -19,19 +20,8 @@ export interface HostFacts {
   chromium: { path: string; present: boolean };
 }
 
-export const DEV_KVM = '/dev/kvm';
+export { DEV_KVM } from './linux-guests.js';
 export const CHROMIUM_PATH = '/usr/bin/chromium';
-
-function probeKvmWithoutNative(): KvmProbe {
-  const probe: KvmProbe = { present: existsSync(DEV_KVM), usable: false, implementation: 'unknown', capabilities: {} };
-  try {
-    closeSync(openSync(DEV_KVM, 'r+'));
-    probe.usable = true;
-  } catch (err) {
-    probe.error = `cannot open ${DEV_KVM}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
-  }
-  return probe;
-}
 
 function listDir(dir: string, keep: (name: string) => boolean = () => true): string[] {
   try {
@@ -57,7 +47,7 @@ export function gatherHostFacts(env: NodeJS.ProcessEnv = process.env): HostFacts
     kvm = { ...loadNative().kvmProbe(), probedBy: 'native' };
   } catch (err) {
     native = { loaded: false, path: nativeModulePath, error: (err as Error).message };
-    kvm = { ...probeKvmWithoutNative(), probedBy: 'filesystem' };
+    kvm = { ...probeKvmFromFiles(), probedBy: 'filesystem' };
   }
   const linuxGuest = findGuestAssets(env);
   return {

@@ -1,5 +1,6 @@
 // `smol doctor`'s verdicts: a pure function from host facts to checks (status, one-line message, the fixing command).
 import type { HostFacts } from './host-facts.js';
+import { linuxGuestsVerdict, type LinuxGuestsVerdict } from './linux-guests.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -35,6 +36,8 @@ export interface DoctorReport {
     probedBy: HostFacts['kvm']['probedBy'];
     pvmGuest: boolean;
   };
+  /** Whether Linux guests boot here: the verdict the engine's `GET /api/v1/host` gives the app too. */
+  linuxGuests: LinuxGuestsVerdict;
   native: HostFacts['native'];
   assets: {
     tinyGuests: HostFacts['tinyGuests'];
@@ -191,6 +194,7 @@ export function buildDoctorReport(facts: HostFacts): DoctorReport {
       probedBy: kvm.probedBy,
       pvmGuest,
     },
+    linuxGuests: linuxGuestsVerdict(kvm),
     native: facts.native,
     assets: { tinyGuests: tiny, linuxGuest: { dir, kernel: linuxKernel, initramfs } },
     electron,

@@ -41,6 +41,8 @@ export interface ApiServer {
   addTcp(tcp: { host: string; port: number; token: string }): Promise<TcpListener>;
   /** Closes the TCP listener on `port` (and its connections); false when there is none. */
   closeTcp(port: number): Promise<boolean>;
+  /** Every open TCP listener takes `token` from now on, and the old one no more (`smol serve --rotate-token`). */
+  setTcpToken(token: string): void;
   close(): Promise<void>;
 }
 
@@ -413,13 +415,17 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     if (lstatSync(socketPath, { throwIfNoEntry: false })?.ino === inode) unlinkSync(socketPath);
   };
   const tcpServers = new Map<number, http.Server>();
+  const gates = new Map<http.Server, Gate>();
   const addTcp = async (tcp: { host: string; port: number; token: string }): Promise<TcpListener> => {
     const host = tcp.host.includes(':') ? `[${tcp.host}]` : tcp.host;
-    const listener = open({ token: tcp.token, host });
+    const gate = { token: tcp.token, host };
+    const listener = open(gate);
+    gates.set(listener, gate);
     try {
       await listen(listener, { host: tcp.host, port: tcp.port });
     } catch (error) {
       servers.splice(servers.indexOf(listener), 1);
+      gates.delete(listener);
       throw error;
     }
     const { port } = listener.address() as AddressInfo;
@@ -430,13 +436,17 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     const listener = tcpServers.get(port);
     if (!listener) return false;
     tcpServers.delete(port);
+    gates.delete(listener);
     servers.splice(servers.indexOf(listener), 1);
     const done = closeServer(listener);
     listener.closeAllConnections();
     await done;
     return true;
   };
-  const server: ApiServer = { addTcp, closeTcp, close: () => (closing ??= close()) };
+  const setTcpToken = (token: string) => {
+    for (const gate of gates.values()) gate.token = token;
+  };
+  const server: ApiServer = { addTcp, closeTcp, setTcpToken, close: () => (closing ??= close()) };
   if (tcp) {
     try {
       server.url = (await addTcp(tcp)).url;

@@ -10,6 +10,8 @@ export class ConsoleShell {
   #dropped = 0;
   #waiters = new Set<() => void>();
   #marks = 0;
+  /** Set once the guest ended: every wait fails at once with it (the engine's exit event says why). */
+  #ended: string | null = null;
 
   constructor(private readonly write: (data: string) => void) {}
 
@@ -20,6 +22,15 @@ export class ConsoleShell {
       this.#dropped += this.#text.length - WINDOW_CHARS;
       this.#text = this.#text.slice(-WINDOW_CHARS);
     }
+    for (const wake of [...this.#waiters]) wake();
+  }
+
+  /**
+   * The guest ended (its VM exited or its vmhost died): waits still pending, and any made later, fail now with `why`
+   * and the console's last output, instead of running out their time (a guest whose KVM fails at once).
+   */
+  guestEnded(why: string): void {
+    this.#ended ??= why;
     for (const wake of [...this.#waiters]) wake();
   }
 
@@ -38,19 +49,15 @@ export class ConsoleShell {
     return new Promise((resolve, reject) => {
       const check = () => {
         const match = pattern.exec(this.#text.slice(Math.max(0, from - this.#dropped)));
-        if (!match) return false;
+        if (!match && this.#ended === null) return false;
         done();
-        resolve(match);
+        if (match) resolve(match);
+        else reject(new Error(`the guest ended before it printed ${pattern}: ${this.#ended}${this.#tail()}`));
         return true;
       };
       const timer = setTimeout(() => {
         done();
-        reject(
-          new Error(
-            `the guest did not print ${pattern} within ${timeoutMs / 1000} s; its console ended with:\n` +
-              this.#text.slice(-600),
-          ),
-        );
+        reject(new Error(`the guest did not print ${pattern} within ${timeoutMs / 1000} s${this.#tail()}`));
       }, timeoutMs);
       const done = () => {
         clearTimeout(timer);
@@ -59,6 +66,12 @@ export class ConsoleShell {
       const wake = () => void check();
       if (!check()) this.#waiters.add(wake);
     });
+  }
+
+  /** The console's last output for a message, or that it printed nothing (never an empty quote). */
+  #tail(): string {
+    const last = this.#text.slice(-600);
+    return last.trim() === '' ? '; its console printed nothing' : `; its console ended with:\n${last}`;
   }
 
   /**

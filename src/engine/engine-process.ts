@@ -1,10 +1,10 @@
 // The engine process (docs/engine.md, "Processes"): takes the data dir's lock, opens the engine, serves the API on
 // the data dir's Unix socket, resumes what the last engine suspended, and suspends everything when told to stop.
 import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { packageRoot } from '../package-root.js';
 import { startApiServer } from './api-server.js';
+import { ServeIdentity } from './serve-identity.js';
 import { Engine } from './engine.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { enginePaths } from './engine-paths.js';
@@ -147,9 +147,20 @@ export async function runEngine(options: {
   const server = await startApiServer({ api: engine, socketPath: paths.socket, staticRoot });
   // Before any other await: a client that connects the moment the socket appears (smol serve right after starting
   // the engine) must find the engine able to open listeners. No request is handled before this continuation runs.
+  // One token for the data dir's listeners, kept across engines, and each host address's last port taken again
+  // when free (serve-identity.ts): a page of the last engine's URL goes on working with the next one.
+  const identity = new ServeIdentity({ home: paths.home, log });
   engine.listeners = {
-    add: (host, port) => server.addTcp({ host, port, token: randomBytes(24).toString('base64url') }),
+    add: async (host, port) => {
+      const preferred = port === 0 ? identity.preferredPort(host) : null;
+      const token = identity.token;
+      let listener = preferred ? await server.addTcp({ host, port: preferred, token }).catch(() => null) : null;
+      listener ??= await server.addTcp({ host, port, token });
+      identity.remember(host, listener.port);
+      return { ...listener, movedFrom: preferred !== null && preferred !== listener.port ? preferred : null };
+    },
     close: (port) => server.closeTcp(port),
+    rotateToken: () => server.setTcpToken(identity.rotate()),
   };
   await writeFileAtomic(
     paths.info,

@@ -758,10 +758,16 @@ export class Engine extends EngineCore implements EngineApi {
   listeners: {
     add: (host: string, port: number) => Promise<Listener>;
     close: (port: number) => Promise<boolean>;
+    /** A new token for the data dir (SMOL_HOME/serve-token) that every open listener takes at once. */
+    rotateToken: () => void;
   } | null = null;
 
   async listen(request: ListenRequest): Promise<Listener> {
     if (!this.listeners) throw new ApiFailure(503, 'this engine cannot open TCP listeners');
+    if (request.rotateToken) {
+      this.listeners.rotateToken();
+      this.options.log('engine: a new token for the TCP listeners (the old one opens nothing now)');
+    }
     try {
       const listener = await this.listeners.add(request.host, request.port);
       this.options.log(`engine: listening on ${request.host}:${listener.port} (token required)`);

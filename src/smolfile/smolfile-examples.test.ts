@@ -11,5 +11,8 @@ describe('the example Smolfiles the UI offers', () => {
     expect(echo?.description).toMatch(/^A bare kernel that echoes what is typed on its console: .*\.$/);
     expect(examples.map((example) => example.name)).toEqual([...examples.map((example) => example.name)].sort());
     for (const example of examples) expect(example.description, example.name).not.toMatch(/^$|:$/);
+    // Which boot a Linux guest (the app marks them on a host whose KVM cannot run one) and which a bare kernel.
+    const linux = examples.filter((example) => example.linux).map((example) => example.name);
+    expect(linux).toEqual(['debian.smolfile', 'shell.smolfile']);
   });
 });

@@ -3,12 +3,15 @@
 // its leading comment.
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
+import { bootsBareKernel } from '../api/schema.js';
 import { packageRoot } from '../package-root.js';
 
 export interface SmolfileExample {
   name: string;
   path: string;
   description: string;
+  /** It boots a Linux guest (an image), not a bare kernel: a host whose KVM cannot run Linux cannot run it. */
+  linux: boolean;
 }
 
 export function smolfileExamples(dir = path.join(packageRoot, 'smolfiles')): SmolfileExample[] {
@@ -18,13 +21,14 @@ export function smolfileExamples(dir = path.join(packageRoot, 'smolfiles')): Smo
     .map((name) => {
       const file = path.join(dir, name);
       const comment: string[] = [];
-      for (const line of readFileSync(file, 'utf8').split('\n')) {
+      const source = readFileSync(file, 'utf8');
+      for (const line of source.split('\n')) {
         if (!line.startsWith('#')) break;
         comment.push(line.replace(/^#\s?/, ''));
       }
       // The first sentence of the leading comment, without a colon that leads into the next.
       const text = comment.join(' ').trim();
       const description = (/^(.*?\.)(\s|$)/.exec(text)?.[1] ?? text).replace(/:$/, '');
-      return { name, path: file, description };
+      return { name, path: file, description, linux: !bootsBareKernel(source) };
     });
 }

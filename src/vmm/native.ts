@@ -161,6 +161,11 @@ export interface CheckpointInfo {
   cpus: number;
   /** The disk layer this checkpoint froze (or the read-only image), which the snapshot needs; null without a disk. */
   disk: string | null;
+  /**
+   * Its steps (docs/snapshots.md, "Where the time goes"): the pause's, then the write's, in ms since JavaScript
+   * asked; startMs, firstEntryMs and firstOutputMs are null.
+   */
+  trace: VmTrace;
 }
 
 export interface MemoryStats {

@@ -1,6 +1,7 @@
 // `smol serve` and `npm start` as a user runs them: they stay in the foreground, serving, until Ctrl-C (or SIGTERM,
 // or the terminal closing), then close the engine's TCP listener and exit 0. Once they exited at once with status 13
-// (Node's "unsettled top-level await") and left the token-guarded port open inside the engine.
+// (Node's "unsettled top-level await") and left the token-guarded port open inside the engine. An engine that stops
+// under `smol serve` is waited out: the next one is served at the same URL with the same token.
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -78,12 +79,43 @@ describe('serving in the foreground', () => {
     }
   });
 
-  it('smol serve says so and exits 1 when the engine stops under it', async () => {
+  it('smol serve waits out an engine restart and serves the next engine at the same URL, token and all', async () => {
     home = new EngineHome();
     const served = await start(home, [path.join(root, 'bin', 'smol.js'), 'serve']);
     expect((await home.smol(['engine', 'stop'])).status).toBe(0);
-    expect(await served.exit).toEqual({ code: 1, signal: null });
-    expect(served.output()).toMatch(/the engine went away/);
+    await eventually('the port to close', async () => ((await probe(served.url)) === 'closed' ? true : undefined));
+    await eventually(
+      'the wait to be said',
+      async () => /waiting for the next engine/.test(served.output()) || undefined,
+    );
+    expect(served.child.exitCode).toBeNull();
+    // The next engine, started as any command starts one: the same URL answers again, with the same token.
+    expect((await home.smol(['ls'])).status).toBe(0);
+    await eventually('the same URL to answer', async () => ((await probe(served.url)) === 200 ? true : undefined));
+    expect(await probe(served.url, false)).toBe(401);
+    served.child.kill('SIGINT');
+    expect(await served.exit).toEqual({ code: 0, signal: null });
     expect(await probe(served.url)).toBe('closed');
+  });
+
+  it('a token replaced with smol serve --rotate-token opens nothing, on listeners already open too', async () => {
+    home = new EngineHome();
+    const first = await start(home, [path.join(root, 'bin', 'smol.js'), 'serve']);
+    const second = await start(home, [path.join(root, 'bin', 'smol.js'), 'serve', '--rotate-token']);
+    const token = second.url.searchParams.get('token')!;
+    expect(token).not.toBe(first.url.searchParams.get('token'));
+    // The first serve's port was this data dir's: taken, so the second says it took another.
+    expect(second.url.port).not.toBe(first.url.port);
+    expect(second.output()).toMatch(
+      new RegExp(`port ${first.url.port}, where this data dir was served before, is taken`),
+    );
+    expect(await probe(first.url)).toBe(401);
+    const renewed = new URL(first.url);
+    renewed.searchParams.set('token', token);
+    expect(await probe(renewed)).toBe(200);
+    for (const served of [first, second]) {
+      served.child.kill('SIGINT');
+      expect(await served.exit).toEqual({ code: 0, signal: null });
+    }
   });
 });

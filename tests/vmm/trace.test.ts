@@ -65,6 +65,38 @@ describe('operation traces', () => {
     await vm.kill();
   });
 
+  it('a checkpoint traces its pause and then its write: the copy, each fsync and the rename', async () => {
+    const guest = await startGuest('dirty', { cmdline: 'mib=1' });
+    await guest.waitFor(/./);
+    await guest.vm.checkpoint(path.join(work, 'ck-full'));
+    guest.vm.write('d');
+    await guest.waitFor(/dirty=1\n/);
+    const { trace: t, kind } = await guest.vm.checkpoint(path.join(work, 'ck-diff'));
+    expect(kind).toBe('diff');
+    const steps = names(t);
+    const at = (name: string) => steps.findIndex((n) => n.startsWith(name));
+    // The pause's steps come before the write's, and the write's in the order they run.
+    const order = [
+      'checkpoint: park the vCPUs',
+      'checkpoint: freeze memory',
+      'checkpoint: resume',
+      'write: copy the memory layer',
+      'write: the state',
+      'write: fsync the memory layer',
+      'write: fsync the state and directory',
+      'write: rename, fsync the parent',
+    ].map(at);
+    expect(order.every((i) => i >= 0)).toBe(true);
+    expect([...order].sort((a, b) => a - b)).toEqual(order);
+    const sum = t.steps.reduce((a, s) => a + s.ms, 0);
+    expect(sum).toBeCloseTo(t.totalMs, 6);
+    // The capture's KVM ioctls are the checkpoint's; the write makes none.
+    expect(t.steps.find((s) => s.step === 'checkpoint: capture KVM state')!.kvmIoctls).toBeGreaterThan(0);
+    expect(t.steps.filter((s) => s.step.startsWith('write:')).every((s) => s.kvmIoctls === 0)).toBe(true);
+    expect(t.startMs).toBeNull();
+    await guest.vm.kill();
+  });
+
   it('each fork child carries the checkpoint, the time of its elder siblings and its own restore', async () => {
     const guest = await startGuest('echo');
     await guest.waitFor(/./);

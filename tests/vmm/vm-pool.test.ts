@@ -2,6 +2,7 @@
 // vmhost does, keeps empty KVM VMs ready as demand asks; one that is never used leaves nothing behind: draining the
 // pool gives back every KVM fd and the pool's thread, and a process that exits with VMs prepared exits cleanly.
 import { spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { nativeModulePath, type VmPoolStats } from '../../src/vmm/native.js';
@@ -18,7 +19,16 @@ function usage() {
   const tasks = readdirSync('/proc/self/task');
   const names = tasks.map((t) => { try { return readFileSync('/proc/self/task/' + t + '/comm', 'utf8').trim(); } catch { return ''; } });
   return { fds: fds.length, kvmVmFds: fds.filter((f) => f === 'anon_inode:kvm-vm').length, threads: tasks.length,
-    poolThreads: names.filter((n) => n === 'smol-vm-pool' || n === 'smol-vm-reaper').length };
+    poolThreads: names.filter((n) => n === 'smol-vm-pool' || n === 'smol-vm-reaper').length,
+    pitThreads: pitThreads(process.pid) };
+}
+function pitThreads(pid) {
+  let n = 0;
+  for (const task of readdirSync('/proc')) {
+    if (!/^\\d+$/.test(task)) continue;
+    try { if (readFileSync('/proc/' + task + '/comm', 'utf8').trim() === 'kvm-pit/' + pid) n++; } catch {}
+  }
+  return n;
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function bootAndKill() {
@@ -71,12 +81,27 @@ async function until(what, ok) {
 })().catch((e) => { console.error(e.stack); process.exit(1); });
 `;
 
+/** The kernel's PIT threads of the KVM VMs of process `pid` (each in-kernel PIT has one, named kvm-pit/PID). */
+function pitThreads(pid: number): number {
+  let n = 0;
+  for (const task of readdirSync('/proc')) {
+    if (!/^\d+$/.test(task)) continue;
+    try {
+      if (readFileSync(`/proc/${task}/comm`, 'utf8').trim() === `kvm-pit/${pid}`) n++;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return n;
+}
+
 interface Checkpoint {
   what: string;
   fds: number;
   kvmVmFds: number;
   threads: number;
   poolThreads: number;
+  pitThreads: number;
   pool: VmPoolStats;
 }
 
@@ -113,6 +138,10 @@ describe('prepared VMs', () => {
     expect(drained!.threads, report).toBe(baseline!.threads);
     expect(drained!.poolThreads, report).toBe(0);
     expect(beforeExit!.pool.ready, report).toBeGreaterThanOrEqual(1);
+    // The VMs prepared at its exit had the kernel's threads (a PIT each), and the exit took them all: none is
+    // left behind once the process is gone.
+    expect(beforeExit!.pitThreads, report).toBe(beforeExit!.pool.ready);
+    expect(pitThreads(run.pid!), report).toBe(0);
     expect(path.isAbsolute(nativeModulePath)).toBe(true);
   });
 });

@@ -11,6 +11,10 @@ import {
   type Transport,
 } from './transport.js';
 
+/** Why the stream is down when the engine answers but refuses this page's token (`smol serve --rotate-token`). */
+export const REFUSED_TOKEN =
+  'the engine refuses this page’s token: it was replaced (smol serve --rotate-token); open the URL smol serve prints';
+
 /** Reconnect delays for the event stream: quick at first, then every few seconds. */
 const RECONNECT_MS = [250, 500, 1000, 2000, 4000];
 
@@ -88,6 +92,12 @@ export class WebTransport implements Transport {
         const why = event.reason || `the event stream closed (${event.code})`;
         handlers.onState('closed', why);
         timer = setTimeout(connect, RECONNECT_MS[Math.min(attempt++, RECONNECT_MS.length - 1)]);
+        // A browser does not say why a WebSocket was refused: ask, so a replaced token is told from an engine away.
+        void this.request('GET', '/health').catch((error: unknown) => {
+          if (!closed && error instanceof TransportError && error.status === 401 && ws === socket) {
+            handlers.onState('closed', REFUSED_TOKEN);
+          }
+        });
       };
     };
     connect();

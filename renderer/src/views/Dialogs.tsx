@@ -4,7 +4,7 @@
 // place and closes when the engine answered.
 import { useEffect, useState } from 'react';
 import { useShallow } from 'zustand/react/shallow';
-import type { SmolfileExamples } from '../../../src/api/schema.js';
+import type { HostReport, SmolfileExamples } from '../../../src/api/schema.js';
 import { useApp, useAppState } from '../app-context.js';
 import type { Dialog } from '../store/app-store.js';
 import { call } from '../transport/transport.js';
@@ -27,6 +27,7 @@ function NewEpisode() {
   const busy = useAppState((s) => s.busy['new-episode']);
   const [examples, setExamples] = useState<SmolfileExamples['examples'] | null>(null);
   const [listFailure, setListFailure] = useState<string | null>(null);
+  const [host, setHost] = useState<HostReport | null>(null);
   const [path, setPath] = useState('');
   const [name, setName] = useState('');
   useEffect(() => {
@@ -34,8 +35,12 @@ function NewEpisode() {
       (answer) => setExamples(answer.examples),
       (error: Error) => setListFailure(error.message),
     );
+    // smol doctor's verdict: a host whose KVM cannot boot Linux guests says so before one is started.
+    call(operations.transport, 'hostReport').then(setHost, () => setHost(null));
   }, [operations]);
   const problem = nameProblem(name);
+  const noLinux = host && !host.linuxGuests.ok ? host.linuxGuests.message : null;
+  const chosen = examples?.find((example) => example.path === path);
   return (
     <Modal title="New episode" onClose={close}>
       <form
@@ -45,6 +50,12 @@ function NewEpisode() {
           void operations.createEpisode(path, name || undefined).then((created) => created && close());
         }}
       >
+        {noLinux && (
+          <p className="warning" role="note" aria-label="Linux guests on this host">
+            <strong>Linux guests cannot run here.</strong> {noLinux}. The examples marked “needs hardware KVM” will fail
+            to boot; the bare-kernel ones run.
+          </p>
+        )}
         <fieldset>
           <legend>Example Smolfiles</legend>
           {examples === null && !listFailure && <p className="muted">Loading…</p>}
@@ -59,7 +70,13 @@ function NewEpisode() {
                 onChange={() => setPath(example.path)}
               />
               <span>
-                <strong>{example.name}</strong> <span className="muted">{example.description}</span>
+                <strong>{example.name}</strong>{' '}
+                {noLinux && example.linux && (
+                  <span className="badge cannot-run" title={noLinux}>
+                    needs hardware KVM
+                  </span>
+                )}{' '}
+                <span className="muted">{example.description}</span>
               </span>
             </label>
           ))}
@@ -79,6 +96,11 @@ function NewEpisode() {
           <input value={name} onChange={(e) => setName(e.target.value)} aria-label="Episode name" spellCheck={false} />
         </label>
         {problem && <p className="error">{problem}</p>}
+        {noLinux && chosen?.linux && (
+          <p className="error">
+            {chosen.name} boots a Linux guest, which this host’s KVM cannot run: it will fail to boot.
+          </p>
+        )}
         <Failure on="new-episode" />
         <div className="row end">
           <button type="button" onClick={close}>
