@@ -68,6 +68,39 @@ describe('volumes', () => {
     ]);
   });
 
+  it("refuses the host's root and the engine's data dir (itself, inside it, holding it), each at its entry", () => {
+    const saved = process.env.SMOL_HOME;
+    process.env.SMOL_HOME = path.join(dir, 'a', 'home');
+    mkdirSync(path.join(dir, 'a', 'home', 'snapshots'), { recursive: true });
+    try {
+      const home = path.join(dir, 'a', 'home');
+      const data = "the engine's data dir " + home + ' (SMOL_HOME): a volume of it would copy the snapshots and disks';
+      expect(
+        problemsIn(
+          lines(
+            'image = "builtin"',
+            'volumes = [',
+            '  "/:/host",',
+            `  "${home}:/home",`,
+            '  "./a/home/snapshots:/s",',
+            '  "./a:/a",',
+            '  "./b:/b",',
+            ']',
+          ),
+        ),
+      ).toEqual([
+        "3:3 error: `volumes[0]`: / (/) is the host's whole file system: a volume is a project's folder",
+        `4:3 error: \`volumes[1]\`: ${home} (${home}) is ${data}`,
+        `5:3 error: \`volumes[2]\`: ./a/home/snapshots (${home}/snapshots) is inside ${data}`,
+        `6:3 error: \`volumes[3]\`: ./a (${path.join(dir, 'a')}) holds ${data}`,
+      ]);
+    } finally {
+      if (saved === undefined) delete process.env.SMOL_HOME;
+      else process.env.SMOL_HOME = saved;
+      rmSync(path.join(dir, 'a', 'home'), { recursive: true, force: true });
+    }
+  });
+
   it('refuses a guest path twice, naming the first', () => {
     expect(problemsIn(lines('image = "builtin"', 'volumes = ["./a:/app", "./b:/app/"]'))).toEqual([
       '2:24 error: `volumes[1]`: /app is mounted already (`volumes[0]`, line 2); each guest path takes one volume',

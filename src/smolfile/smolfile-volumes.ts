@@ -1,11 +1,12 @@
 // `volumes` and `[dev] volumes` (docs/smolfile.md, "volumes"): smolvm's "HOST:GUEST[:ro]" entries. Each host folder,
 // relative to the Smolfile, becomes a disk of its own in the guest, mounted at GUEST (docs/disks.md, "Volumes").
-import { statSync } from 'node:fs';
+import { realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { ProblemList } from './smolfile-problems.js';
 import { readStringArray, type TomlTable } from './toml-values.js';
 import { formatKeyPath, type KeyPath } from './toml-locator.js';
 import { VM_LIMITS } from '../vmm/vm-options.js';
+import { smolHomeDir } from '../smol-dirs.js';
 
 export interface SmolfileVolume {
   /** The host folder, absolute (resolved from the Smolfile's directory). */
@@ -18,6 +19,31 @@ export interface SmolfileVolume {
 
 /** At most this many volumes: the VMM's disks besides the root disk (VM_MAX_VOLUMES). */
 export const MAX_VOLUMES = VM_LIMITS.volumes;
+
+const real = (file: string) => {
+  try {
+    return realpathSync(file);
+  } catch {
+    return path.resolve(file);
+  }
+};
+const within = (inner: string, outer: string) =>
+  inner === outer || inner.startsWith(outer.endsWith('/') ? outer : `${outer}/`);
+
+/**
+ * Why a folder cannot be a volume, or null: the host's root, or the engine's data dir (SMOL_HOME), a folder in it or
+ * one holding it (its image would copy the snapshots and disks, and a running engine changes them meanwhile).
+ */
+export function refusedFolder(host: string, env: NodeJS.ProcessEnv = process.env): string | null {
+  const folder = real(host);
+  if (folder === '/') return "is the host's whole file system: a volume is a project's folder";
+  const home = real(smolHomeDir(env));
+  if (within(folder, home) || within(home, folder)) {
+    const how = folder === home ? 'is' : within(folder, home) ? 'is inside' : 'holds';
+    return `${how} the engine's data dir ${home} (SMOL_HOME): a volume of it would copy the snapshots and disks`;
+  }
+  return null;
+}
 
 /** One entry, or the reason it is wrong. */
 function parseEntry(entry: string, dir: string): SmolfileVolume | string {
@@ -40,6 +66,8 @@ function parseEntry(entry: string, dir: string): SmolfileVolume | string {
     return `the host folder ${hostPart} (${host}) does not exist`;
   }
   if (!info.isDirectory()) return `${hostPart} (${host}) is not a directory: a volume is a folder`;
+  const refused = refusedFolder(host);
+  if (refused) return `${hostPart} (${host}) ${refused}`;
   return { host, guest, readOnly: mode === 'ro' };
 }
 
