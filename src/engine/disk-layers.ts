@@ -112,7 +112,8 @@ export async function adoptBaseImage(home: string, file: string): Promise<string
   const target = path.join(dir, path.basename(file));
   if (await stat(target).catch(() => null)) return target;
   await mkdir(dir, { recursive: true });
-  const temporary = `${target}.partial-${randomBytes(6).toString('hex')}`;
+  // With its pid: a copy left by a killed engine is removed at the next start (removeLeftPartials).
+  const temporary = `${target}.partial-${process.pid}-${randomBytes(6).toString('hex')}`;
   try {
     await link(file, temporary);
   } catch (error) {

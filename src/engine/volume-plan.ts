@@ -3,7 +3,7 @@
 import path from 'node:path';
 import { ApiFailure } from '../api/engine-api.js';
 import { imagesDir } from '../guest-build/debian-image.js';
-import { ensureVolumeImage, volumeImageName, volumeTree } from '../guest-build/volume-image.js';
+import { ensureVolumeImage, takeHashedTree, volumeImageName, volumeTree } from '../guest-build/volume-image.js';
 import type { Smolfile } from '../smolfile/smolfile.js';
 import type { DiskDevice } from './live-instance.js';
 
@@ -17,10 +17,14 @@ export interface PlannedVolume {
 
 const quote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
 
-/** The volumes' images, located (sync: the tree is hashed, nothing is built); 409 when one is not built. */
+/**
+ * The volumes' images, located (nothing is built): by the trees prepareVolumes just hashed without holding the event
+ * loop, else (a reset's boot) hashed here again.
+ */
 export function planVolumes(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.env): PlannedVolume[] {
   return smolfile.volumes.map((volume, i) => {
-    const image = path.join(imagesDir(env), volumeImageName(volumeTree(volume.host)));
+    const tree = takeHashedTree(volume.host) ?? volumeTree(volume.host, env);
+    const image = path.join(imagesDir(env), volumeImageName(tree));
     return { device: `virtio-blk-${i + 1}` as DiskDevice, image, guest: volume.guest, readOnly: volume.readOnly };
   });
 }
@@ -29,7 +33,7 @@ export function planVolumes(smolfile: Smolfile, env: NodeJS.ProcessEnv = process
 export async function prepareVolumes(smolfile: Smolfile, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   for (const volume of smolfile.volumes) {
     try {
-      await ensureVolumeImage(volume.host, imagesDir(env));
+      await ensureVolumeImage(volume.host, imagesDir(env), env);
     } catch (error) {
       throw new ApiFailure(400, `${smolfile.path}: volume ${volume.host}: ${(error as Error).message}`);
     }

@@ -16,7 +16,9 @@ import {
   readlinkSync,
   renameSync,
   rmSync,
+  type Stats,
 } from 'node:fs';
+import { lstat, readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
@@ -35,8 +37,39 @@ export interface VolumeTree {
   entries: number;
 }
 
-/** Walks `folder` (never following symbolic links) and hashes what mke2fs -d would copy. */
-export function volumeTree(folder: string): VolumeTree {
+/** The largest folder a volume takes, in MiB of content (SMOL_VOLUME_MAX_MIB raises it; docs/disks.md). */
+export const DEFAULT_VOLUME_MAX_MIB = 4096;
+
+export function volumeMaxBytes(env: NodeJS.ProcessEnv = process.env): number {
+  const text = env.SMOL_VOLUME_MAX_MIB;
+  if (text === undefined || text === '') return DEFAULT_VOLUME_MAX_MIB * MiB;
+  const mib = Number(text);
+  if (!Number.isSafeInteger(mib) || mib < 1) {
+    throw new Error(`SMOL_VOLUME_MAX_MIB=${JSON.stringify(text)} is not a whole number of MiB (1 or more)`);
+  }
+  return mib * MiB;
+}
+
+/** Refuses a tree over the cap, naming the folder, its size and the cap. */
+function checkCap(folder: string, tree: VolumeTree, env: NodeJS.ProcessEnv): VolumeTree {
+  const max = volumeMaxBytes(env);
+  if (tree.bytes > max) {
+    throw new Error(
+      `the volume folder ${folder} holds ${(tree.bytes / MiB).toFixed(1)} MiB (${tree.entries} entries), more than ` +
+        `the cap of ${max / MiB} MiB for a volume: set SMOL_VOLUME_MAX_MIB to raise it (docs/disks.md, "Volumes")`,
+    );
+  }
+  return tree;
+}
+
+/** One entry's part of the hash, and what it adds to the size. */
+function account(hash: ReturnType<typeof createHash>, rel: string, info: Stats): number {
+  hash.update(`${rel}\0${info.mode}\0${info.uid}:${info.gid}\0${info.size}\0${info.mtimeMs}\0`);
+  return Math.ceil(info.size / 4096) * 4096 + 4096;
+}
+
+/** Walks `folder` (never following symbolic links) and hashes what mke2fs -d would copy; over the cap, refuses. */
+export function volumeTree(folder: string, env: NodeJS.ProcessEnv = process.env): VolumeTree {
   const hash = createHash('sha256');
   let bytes = 0;
   let entries = 0;
@@ -46,8 +79,7 @@ export function volumeTree(folder: string): VolumeTree {
       const rel = `${relative}/${name}`;
       const info = lstatSync(file);
       entries++;
-      bytes += Math.ceil(info.size / 4096) * 4096 + 4096;
-      hash.update(`${rel}\0${info.mode}\0${info.uid}:${info.gid}\0${info.size}\0${info.mtimeMs}\0`);
+      bytes += account(hash, rel, info);
       if (info.isSymbolicLink()) hash.update(`${readlinkSync(file)}\0`);
       else if (info.isDirectory()) walk(file, rel);
     }
@@ -55,7 +87,93 @@ export function volumeTree(folder: string): VolumeTree {
   const root = lstatSync(folder);
   hash.update(`/\0${root.mode}\0${root.uid}:${root.gid}\0`);
   walk(folder, '');
-  return { hash: hash.digest('hex').slice(0, 16), bytes, entries };
+  return checkCap(folder, { hash: hash.digest('hex').slice(0, 16), bytes, entries }, env);
+}
+
+/** How many entries the async walk reads between two turns of the event loop. */
+const ENTRIES_PER_TURN = 256;
+
+/**
+ * volumeTree without holding the event loop: the same hash, from asynchronous reads, letting other work run every
+ * ENTRIES_PER_TURN entries, so an engine hashing a big folder still answers its API meanwhile.
+ */
+export async function volumeTreeAsync(folder: string, env: NodeJS.ProcessEnv = process.env): Promise<VolumeTree> {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  let entries = 0;
+  const walk = async (dir: string, relative: string): Promise<void> => {
+    for (const name of (await readdir(dir)).sort()) {
+      const file = path.join(dir, name);
+      const rel = `${relative}/${name}`;
+      const info = await lstat(file);
+      if (++entries % ENTRIES_PER_TURN === 0) await new Promise((resolve) => setImmediate(resolve));
+      bytes += account(hash, rel, info);
+      if (info.isSymbolicLink()) hash.update(`${await readlink(file)}\0`);
+      else if (info.isDirectory()) await walk(file, rel);
+    }
+  };
+  const root = await lstat(folder);
+  hash.update(`/\0${root.mode}\0${root.uid}:${root.gid}\0`);
+  await walk(folder, '');
+  const tree = checkCap(folder, { hash: hash.digest('hex').slice(0, 16), bytes, entries }, env);
+  hashed.set(folder, tree);
+  return tree;
+}
+
+/** The trees ensureVolumeImage just hashed, by folder, for the boot plan that follows it (takeHashedTree). */
+const hashed = new Map<string, VolumeTree>();
+
+/** The tree of `folder` as the last ensureVolumeImage found it, once (a later boot hashes the folder again). */
+export function takeHashedTree(folder: string): VolumeTree | undefined {
+  const tree = hashed.get(folder);
+  hashed.delete(folder);
+  return tree;
+}
+
+/** A partial image's name: the final one, `.partial-`, the pid that writes it and a random part. */
+export const partialName = (file: string) => `${file}.partial-${process.pid}-${randomBytes(6).toString('hex')}`;
+const PARTIAL = /\.partial-(?:(\d+)-)?[0-9a-f]{12}$/;
+/** A partial file without a pid (an older Smol's) is taken as left behind after this long. */
+const UNOWNED_PARTIAL_MS = 60 * 60 * 1000;
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes the `*.partial-*` images a killed mke2fs, pull or copy left in `dir` (their writer's pid is gone; one
+ * without a pid once it is an hour old); returns their names. Run at engine start and before each build.
+ */
+export function removeLeftPartials(dir: string, now = Date.now()): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    const match = PARTIAL.exec(name);
+    if (!match) continue;
+    const file = path.join(dir, name);
+    const pid = match[1] === undefined ? null : Number(match[1]);
+    if (pid !== null && alive(pid)) continue;
+    if (pid === null) {
+      try {
+        if (now - lstatSync(file).mtimeMs < UNOWNED_PARTIAL_MS) continue;
+      } catch {
+        continue; // removed meanwhile
+      }
+    }
+    rmSync(file, { force: true });
+    removed.push(name);
+  }
+  return removed;
 }
 
 export function volumeImageName(tree: VolumeTree): string {
@@ -72,13 +190,18 @@ export function volumeImageSize(tree: VolumeTree): number {
  * The image of `folder` in `dir`, built when it is not there (tree hashed again afterwards: a folder that changed
  * while it was copied is built again, once). Returns its path.
  */
-export async function ensureVolumeImage(folder: string, dir: string): Promise<string> {
+export async function ensureVolumeImage(
+  folder: string,
+  dir: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<string> {
   for (let attempt = 0; ; attempt++) {
-    const tree = volumeTree(folder);
+    const tree = await volumeTreeAsync(folder, env);
     const file = path.join(dir, volumeImageName(tree));
     if (existsSync(file)) return file;
     mkdirSync(dir, { recursive: true });
-    const partial = `${file}.partial-${randomBytes(6).toString('hex')}`;
+    removeLeftPartials(dir);
+    const partial = partialName(file);
     try {
       // At full size first, so mke2fs discards it and marks the inode tables zeroed (rootfs-build.ts, makeExt4Image).
       const fd = openSync(partial, 'wx');
@@ -108,7 +231,7 @@ export async function ensureVolumeImage(folder: string, dir: string): Promise<st
         const { stderr, message } = error as { stderr?: string; message: string };
         throw new Error(`cannot make the volume image of ${folder}: mke2fs: ${(stderr || message).trim()}`);
       }
-      if (volumeTree(folder).hash !== tree.hash && attempt === 0) continue; // changed while copied: once more
+      if ((await volumeTreeAsync(folder, env)).hash !== tree.hash && attempt === 0) continue; // changed meanwhile
       chmodSync(partial, 0o444);
       renameSync(partial, file);
       return file;
