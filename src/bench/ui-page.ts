@@ -85,6 +85,12 @@ async function openEpisode(page: Page, name: string) {
 
 /** Opens the big tree (click → first nodes drawn), then pans it with mouse drags while counting frames. */
 export async function treeInPage(page: Page, name: string) {
+  const { openMs } = await openTreeInPage(page, name);
+  return { openMs, ...(await panTreeInPage(page)) };
+}
+
+/** Opens the episode `name` from the list: click → the first nodes of its fork tree drawn. */
+export async function openTreeInPage(page: Page, name: string) {
   await openEpisode(page, name);
   const openMs = await page.evaluate(
     (label: string) =>
@@ -102,6 +108,11 @@ export async function treeInPage(page: Page, name: string) {
   );
   // Let the layout's fit settle before measuring the pan.
   await page.waitForTimeout(500);
+  return { openMs };
+}
+
+/** Pans the open fork tree with mouse drags while counting frames (requestAnimationFrame callbacks). */
+export async function panTreeInPage(page: Page) {
   const shown = await page.locator('.react-flow__minimap-node').count();
   const transform = () => page.locator('.react-flow__viewport').getAttribute('style');
   const before = await transform();
@@ -137,10 +148,10 @@ export async function treeInPage(page: Page, name: string) {
     let longest = 0;
     for (let i = 1; i < frames.length; i++) longest = Math.max(longest, frames[i]! - frames[i - 1]!);
     const seconds = (frames.at(-1)! - frames[0]!) / 1000;
-    return { fps: (frames.length - 1) / seconds, longestFrameMs: longest, maxNodes: state.maxNodes };
+    return { fps: (frames.length - 1) / seconds, longestFrameMs: longest, maxNodes: state.maxNodes, seconds };
   });
   if ((await transform()) === before) throw new Error('dragging did not pan the fork tree');
-  return { openMs, shown, ...pan };
+  return { shown, ...pan };
 }
 
 /**
