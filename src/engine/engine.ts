@@ -41,7 +41,11 @@ import { episodeWorkload, withWorkload } from './exec-workload.js';
 import { EngineCore, type EngineOptions } from './engine-core.js';
 import { METRICS_INTERVAL_MS } from './metrics.js';
 import { EpisodeRecord, LIVE_STATES, freshName, type VmRecord } from './episode-registry.js';
+import { changedLabels } from './labels.js';
 import { checkStore, untrusted } from './store-check.js';
+import { imagesDir } from '../guest-build/debian-image.js';
+import { removeLeftPartials } from '../guest-build/volume-image.js';
+import { IMAGES_DIR } from './disk-layers.js';
 import { admit, firstGuess, processUsage } from './fork-admission.js';
 import {
   packSnapshot,
@@ -64,6 +68,10 @@ export class Engine extends EngineCore implements EngineApi {
   static async open(options: EngineOptions): Promise<Engine> {
     const store = await SnapshotStore.open(options.home, options.log);
     await removeImportLeftovers(options.home, options.log);
+    // Images a killed mke2fs, pull or copy left half-written (docs/disks.md, "Volumes"): their writer is gone.
+    for (const dir of [path.join(options.home, IMAGES_DIR), imagesDir()]) {
+      for (const name of removeLeftPartials(dir)) options.log(`engine: removed ${name} from ${dir}: its writer died`);
+    }
     // What recovery could not mend by itself (docs/engine.md, "Checking the store"): refuse, and say how to repair.
     const problems = untrusted(await checkStore(options.home));
     if (problems.length > 0) {
