@@ -41,7 +41,6 @@ import { episodeWorkload, withWorkload } from './exec-workload.js';
 import { EngineCore, type EngineOptions } from './engine-core.js';
 import { METRICS_INTERVAL_MS } from './metrics.js';
 import { EpisodeRecord, LIVE_STATES, freshName, type VmRecord } from './episode-registry.js';
-import { changedLabels } from './labels.js';
 import { checkStore, untrusted } from './store-check.js';
 import { imagesDir } from '../guest-build/debian-image.js';
 import { removeLeftPartials } from '../guest-build/volume-image.js';
