@@ -1,12 +1,14 @@
 // `smol doctor`: is this machine ready to run VMs, and what to do when it is not.
 import { buildDoctorReport, type DoctorReport } from '../doctor/report.js';
 import { gatherHostFacts } from '../doctor/host-facts.js';
+import { cgroupCheck, gatherCgroupFacts } from '../doctor/cgroup-checks.js';
 import { parseFlags } from './args.js';
 
 export const DOCTOR_HELP = `Usage: smol doctor [--json]
 
 Checks what Smol Studio needs on this machine: /dev/kvm and what kind of KVM it is, the KVM
-capabilities the VMM uses, the native module, guest assets, Electron and Chromium. Each check is
+capabilities the VMM uses, the native module, guest assets, Electron and Chromium, and the cgroup
+limits (version, controllers, whether the engine can create its cgroups or why not). Each check is
 ok, warn or fail, with the command that fixes it.
 
 Options:
@@ -48,6 +50,9 @@ export async function runDoctor(argv: string[]): Promise<number> {
     return 0;
   }
   const report = buildDoctorReport(gatherHostFacts());
-  process.stdout.write(args.json ? JSON.stringify(report, null, 2) + '\n' : formatDoctorReport(report));
+  const cgroups = gatherCgroupFacts();
+  report.checks.push(cgroupCheck(cgroups));
+  const json = { ...report, cgroups };
+  process.stdout.write(args.json ? JSON.stringify(json, null, 2) + '\n' : formatDoctorReport(report));
   return report.checks.some((check) => check.status === 'fail') ? 1 : 0;
 }

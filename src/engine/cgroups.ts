@@ -4,7 +4,7 @@
 // (cgroup.rs: /proc/mounts for the mount points, one per v1 controller, the unified one for v2). Nothing here fails
 // a VM: an engine that may not create cgroups runs its VMs without limits and says why (`smol doctor`, the VM's
 // record).
-import { mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 /** The controllers the limits use: memory (the cap, the OOM count), cpu (the quota), pids; cpuacct on v1 (usage). */
@@ -169,6 +169,11 @@ export function describeCgroups(sources: CgroupSources): CgroupSupport {
  */
 export function prepareParents(layout: CgroupLayout): void {
   for (const [controller, dir] of Object.entries(layout.parents)) {
+    // A configured root is the administrator's (delegated, controllers enabled): used as it is, never made.
+    if (!layout.ownsParents) {
+      if (!existsSync(dir)) throw new Error(`SMOL_CGROUP_ROOT has no ${controller} cgroup ${dir}`);
+      continue;
+    }
     try {
       mkdirSync(dir, { recursive: true });
     } catch (error) {
