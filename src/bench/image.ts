@@ -269,3 +269,110 @@ export function formatImageBenchResult(r: ImageBenchResult): string {
     ].join('\n') + '\n'
   );
 }
+
+export interface ImageBootResult {
+  name: 'image-boot';
+  runs: number;
+  /** One row per image: its first boots, each in a fresh data dir (so each bakes its base snapshot). */
+  rows: {
+    image: string;
+    bytes: number;
+    up_p50_ms: number;
+    up_ms: number[];
+    agent_p50_ms: number;
+    agent_ms: number[];
+  }[];
+  /** The big OCI image's first boot (to the agent) over the builtin image's. */
+  ratio: number;
+  notes: string[];
+}
+
+/**
+ * `smol bench image --boot` (the issue's second figure): the first boot of an episode of an OCI image, against the
+ * builtin image, in the same run, through a real engine in a fresh data dir each time: `up` (boot, bake the base
+ * snapshot, running) and then the agent's first answer. Three images: builtin, a ~1 MiB OCI image and the ~`mib`
+ * MiB one of the conversion benchmark, both pulled from the loopback registry first (not timed). A Linux guest:
+ * run it in the KVM lab.
+ */
+export async function benchImageBoot(options: {
+  runs: number;
+  mib?: number;
+  progress: (line: string) => void;
+}): Promise<ImageBootResult> {
+  if (process.getuid?.() !== 0) throw new Error("smol bench image runs as root: pulls keep the image's owners");
+  const { withThrowawayEngine } = await import('./throwaway-engine.js');
+  const scratch = mkdtempSync(path.join(process.env.SMOL_BENCH_DIR ?? os.homedir(), '.smol-bench-image-boot-'));
+  const registry = await startRegistry(path.join(scratch, 'registry'), 600_000); // the lab is slow to start it
+  try {
+    const big = (options.mib ?? 100) * 1024 * 1024;
+    const images: { image: string; bytes: number }[] = [{ image: 'builtin', bytes: 0 }];
+    for (const [name, bytes] of [
+      ['small', 1024 * 1024],
+      ['big', big],
+    ] as const) {
+      options.progress(`writing and pulling a ${(bytes / 2 ** 20).toFixed(0)} MiB image`);
+      const layout = path.join(scratch, name);
+      const written = await writeBenchLayout(layout, bytes, name === 'small' ? 1 : 3);
+      push(`oci:${layout}:v1`, registry.host, `bench/boot-${name}:v1`);
+      const reference = `${registry.host}/bench/boot-${name}:v1`;
+      await ensureOciImage({ reference, refresh: true });
+      images.push({ image: reference, bytes: written.bytes });
+    }
+    const rows = images.map((image) => ({ ...image, up_ms: [] as number[], agent_ms: [] as number[] }));
+    for (let run = 0; run < options.runs; run++) {
+      for (const row of rows) {
+        const smolfile = path.join(scratch, `boot-${rows.indexOf(row)}.smolfile`);
+        writeFileSync(smolfile, `image = ${JSON.stringify(row.image)}\n`);
+        await withThrowawayEngine('image-boot', async (smol) => {
+          const t0 = performance.now();
+          const { vm } = await smol.up(smolfile, { name: 'boot' });
+          const t1 = performance.now();
+          const { exitCode } = await smol.exec(vm.id, ['true']);
+          const t2 = performance.now();
+          if (exitCode !== 0) throw new Error(`the agent of ${row.image} ran true with exit status ${exitCode}`);
+          row.up_ms.push(t1 - t0);
+          row.agent_ms.push(t2 - t0);
+          options.progress(
+            `run ${run + 1}/${options.runs} ${row.image}: up ${((t1 - t0) / 1000).toFixed(2)} s, agent ${((t2 - t0) / 1000).toFixed(2)} s`,
+          );
+        });
+      }
+    }
+    const done = rows.map(({ image, bytes, up_ms, agent_ms }) => ({
+      image,
+      bytes,
+      up_p50_ms: median(up_ms),
+      up_ms,
+      agent_p50_ms: median(agent_ms),
+      agent_ms,
+    }));
+    return {
+      name: 'image-boot',
+      runs: options.runs,
+      rows: done,
+      ratio: done[2]!.agent_p50_ms / done[0]!.agent_p50_ms,
+      notes: [
+        'each boot in a fresh data dir: the first boot of an episode, which bakes its base snapshot',
+        'up: createEpisode answered (the VM running from its new base); agent: its first exec answered',
+      ],
+    };
+  } finally {
+    await registry.stop();
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+export function formatImageBootResult(r: ImageBootResult): string {
+  const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+  return (
+    [
+      `image --boot: ${r.runs} run${r.runs === 1 ? '' : 's'} of each, a fresh data dir each time`,
+      ...r.rows.map(
+        (row) =>
+          `${row.image.padEnd(44)} ${(row.bytes / 2 ** 20).toFixed(1).padStart(6)} MiB  up p50 ${s(row.up_p50_ms)}  agent p50 ${s(row.agent_p50_ms)}`,
+      ),
+      `ratio big OCI image / builtin (to the agent): ${r.ratio.toFixed(2)}x (goal: the image's size does not slow the boot)`,
+      ...r.notes.map((note) => `note: ${note}`),
+    ].join('\n') + '\n'
+  );
+}

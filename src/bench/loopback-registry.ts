@@ -26,8 +26,11 @@ export interface Registry {
   stop(): Promise<void>;
 }
 
-/** Starts docker-registry on a free loopback port with its storage under `dir`; resolves once it answers /v2/. */
-export async function startRegistry(dir: string): Promise<Registry> {
+/**
+ * Starts docker-registry on a free loopback port with its storage under `dir`; resolves once it answers /v2/ (within
+ * `timeoutMs`: in the KVM lab, under emulation, it takes far longer than here).
+ */
+export async function startRegistry(dir: string, timeoutMs = 20_000): Promise<Registry> {
   const port = await freePort();
   mkdirSync(path.join(dir, 'storage'), { recursive: true });
   const config = path.join(dir, 'config.yml');
@@ -49,7 +52,7 @@ export async function startRegistry(dir: string): Promise<Registry> {
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const host = `127.0.0.1:${port}`;
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`docker-registry exited with ${child.exitCode}: ${stderr}`);
     const ok = await fetch(`http://${host}/v2/`).then(
@@ -59,7 +62,7 @@ export async function startRegistry(dir: string): Promise<Registry> {
     if (ok) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`docker-registry did not answer on ${host} in 20 s: ${stderr}`);
+      throw new Error(`docker-registry did not answer on ${host} in ${timeoutMs / 1000} s: ${stderr}`);
     }
     await new Promise((r) => setTimeout(r, 100));
   }
