@@ -1,6 +1,7 @@
 // Benchmark `boot`: a Linux guest from "make a VM" to the ready line its init prints, our VMM against QEMU microvm
 // with the same kernel, initramfs, command line, memory and vCPUs, interleaved run by run in one process.
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Vm } from '../vmm/vm.js';
 import type { BootTrace } from './boot-trace.js';
@@ -107,6 +108,25 @@ export interface BootBenchResult extends BenchResult {
   cmdline: string;
   /** With --trace: the traced boots' breakdown (boot-trace.ts). */
   trace?: BootTrace;
+  /**
+   * The host's transparent huge page settings (/sys/kernel/mm/transparent_hugepage): QEMU's RAM is anonymous memory
+   * (`enabled`), ours a memfd (`shmem_enabled`); each side gets 2 MiB pages only where its setting allows them.
+   */
+  hugePages: { anonymous: string; shmem: string } | null;
+}
+
+/** The selected value of a /sys/kernel/mm/transparent_hugepage setting ("always [madvise] never" → madvise). */
+function hugePageSetting(file: string): string | undefined {
+  try {
+    return /\[(\S+)\]/.exec(readFileSync(`/sys/kernel/mm/transparent_hugepage/${file}`, 'utf8'))?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
+export function hostHugePages(): BootBenchResult['hugePages'] {
+  const [anonymous, shmem] = [hugePageSetting('enabled'), hugePageSetting('shmem_enabled')];
+  return anonymous && shmem ? { anonymous, shmem } : null;
 }
 
 export async function benchBoot(
@@ -156,5 +176,6 @@ export async function benchBoot(
     ratio: { p50: ratioOf((m) => m.p50_ms), p90: ratioOf((m) => m.p90_ms) },
     qemu: { binary: options.qemu, args: qemuMicrovmArgs(options) },
     host,
+    hugePages: hostHugePages(),
   };
 }

@@ -154,9 +154,9 @@ Options:
   --trace         vm-create, restore, fork, fanout: each operation step by step (the VMM's step timer:
                   VM and vCPUs, memory slots, layers, each device's state, first vCPU entry, first
                   output) with its KVM ioctls, medians over the runs (docs/snapshots.md); snapshot:
-                  each diff checkpoint's pause and write steps (copy, each fsync, the rename); boot: as
-                  many more boots of each with initcall_debug, their kernel logs read back: phases
-                  and the slowest initcalls, ours and QEMU's side by side (docs/guest.md)
+                  each diff checkpoint's pause and write steps (copy, each fsync, the rename); boot: 3
+                  more boots of each with initcall_debug, their kernel logs read back: phases and
+                  the slowest initcalls, ours and QEMU's side by side (docs/guest.md)
   --json          print the results as JSON
   -h, --help      show this help
 
@@ -410,11 +410,19 @@ export function formatBenchResult(result: BenchResult | BootBenchResult | Snapsh
     );
   }
   if ('notes' in result) lines.push(...result.notes.map((note) => `note: ${note}`));
+  if ('hugePages' in result) {
+    const thp = result.hugePages;
+    lines.push(
+      `transparent huge pages: ${thp ? `anonymous (QEMU's RAM) ${thp.anonymous}, shmem (ours) ${thp.shmem}` : 'unknown'}`,
+    );
+  }
   if ('ratio' in result && result.trace) lines.push(...formatBootTrace(result.trace));
   return lines.join('\n') + '\n';
 }
 
 type LinuxBench = 'boot' | 'restore-linux' | 'disk' | 'net';
+/** Traced boots of each side with boot --trace (at most; fewer with fewer --runs): each reads back its kernel log. */
+const TRACED_BOOTS = 3;
 
 async function runBoot(
   args: LinuxBenchArgs & { name: LinuxBench },
@@ -435,7 +443,7 @@ async function runBoot(
   if (args.name === 'net') return benchNet(options, progress);
   if (args.name !== 'boot') return benchRestoreLinux(options, progress);
   const result = await benchBoot(options, progress);
-  if (args.trace) result.trace = await traceBoots(options, args.runs, progress);
+  if (args.trace) result.trace = await traceBoots(options, Math.min(args.runs, TRACED_BOOTS), progress);
   return result;
 }
 
