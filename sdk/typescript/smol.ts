@@ -18,7 +18,7 @@ import type {
   Vm,
   VmNetwork,
 } from '../../src/api/schema.js';
-import type { PackMachineResponse } from '../../src/api/machine-schema.js';
+import type { InspectMachineResponse, PackMachineResponse } from '../../src/api/machine-schema.js';
 import { copyIn, copyOut, type CopyResult } from './copy.js';
 import { connectEngine, type ConnectOptions } from './engine-connection.js';
 
@@ -64,6 +64,14 @@ export class Smol {
    */
   upFrom(machineFile: string, options: { name?: string } = {}): Promise<CreateEpisodeResponse> {
     return this.api.call('openMachine', { body: { path: path.resolve(machineFile), ...options } });
+  }
+
+  /**
+   * What a .smolmachine file holds (its manifest, checked) and the CPU features the engine's host lacks to open it;
+   * nothing is written. A damaged file or a newer format is refused with what is wrong.
+   */
+  inspect(machineFile: string): Promise<InspectMachineResponse> {
+    return this.api.call('inspectMachine', { body: { path: path.resolve(machineFile) } });
   }
 
   /** Packs a VM (a running one is checkpointed first) or a snapshot into a .smolmachine file. */

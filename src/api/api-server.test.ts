@@ -132,6 +132,14 @@ function fakeEngine() {
     deleteSnapshot: async (ref) => void find([snapshot()], ref),
     packMachine: async ({ path }) => ({ path, bytes: 4096, snapshot: snapshot(), memoryData: 0, layers: 1 }),
     openMachine: async () => ({ episode: episode(), vm: vm(VM, 'main') }),
+    inspectMachine: async ({ path }) => ({
+      ...{ path, bytes: 12903, format: 2, layers: 2, memoryData: 61440, raw: 70000, stored: 9000, chunks: 5 },
+      made: { smol: '0.1.0', host: 'h', platform: 'Linux 6.1 x86_64', at: now, from: 'main' },
+      snapshot: { id: SN, name: 'checkpoint-1', kind: 'manual', created: now, cpus: 1, memoryBytes: 16 << 20 },
+      boot: [{ role: 'kernel', name: 'count.elf', bytes: 7024 }],
+      ...{ disks: [], console: true, smolfile: { name: 'count.smolfile', text: 'memory = 16\n' } },
+      cpu: { vendor: 'GenuineIntel', model: 'x', features: 90, missing: [] },
+    }),
     gc: async () => ({ removed: [], freedBytes: 0 }),
     images: {
       list: () => [],
@@ -236,6 +244,7 @@ describe('API transport', () => {
       pullImage: { reference: 'python:3.12-slim' },
       packMachine: { source: 'main', path: '/w/main.smolmachine' },
       openMachine: { path: '/w/main.smolmachine' },
+      inspectMachine: { path: '/w/main.smolmachine' },
     };
     for (const route of ROUTES) {
       const url = route.path.replace(/:(\w+)/g, (_, name: keyof typeof params) => params[name]);

@@ -27,7 +27,13 @@ import type {
   Vm,
   VmNetwork,
 } from './schema.js';
-import type { OpenMachineRequest, PackMachineRequest, PackMachineResponse } from './machine-schema.js';
+import type {
+  InspectMachineRequest,
+  InspectMachineResponse,
+  OpenMachineRequest,
+  PackMachineRequest,
+  PackMachineResponse,
+} from './machine-schema.js';
 
 /**
  * An error with the HTTP status it maps to: 400 bad request, 404 unknown, 409 wrong state, 500 the engine's fault,
@@ -142,6 +148,8 @@ export interface EngineApi {
   packMachine(request: PackMachineRequest): Promise<PackMachineResponse>;
   /** A new episode whose first VM restores a .smolmachine file's state. */
   openMachine(request: OpenMachineRequest): Promise<CreateEpisodeResponse>;
+  /** What a .smolmachine file holds, checked, and what this host lacks to open it; nothing is written. */
+  inspectMachine(request: InspectMachineRequest): Promise<InspectMachineResponse>;
   gc(): Promise<GcResult>;
   /** Sends an event to every subscriber (an image pull's progress, from image-routes.ts). */
   publish?(event: EngineEvent): void;

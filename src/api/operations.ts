@@ -313,6 +313,14 @@ export const OPERATIONS = {
     request: m.PackMachineRequest,
     response: m.PackMachineResponse,
   }),
+  inspectMachine: operation({
+    method: 'POST',
+    path: `${API_PREFIX}/machines/inspect`,
+    summary:
+      'What a .smolmachine file holds (smol inspect), checked, and the CPU features this host lacks; writes nothing',
+    request: m.InspectMachineRequest,
+    response: m.InspectMachineResponse,
+  }),
   openMachine: operation({
     method: 'POST',
     path: `${API_PREFIX}/machines`,

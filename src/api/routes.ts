@@ -84,6 +84,7 @@ const HANDLERS: Handlers = {
   forkSnapshot: (api, p, body) => api.forkSnapshot(p.snapshot, body.count),
   packMachine: (api, _p, body) => api.packMachine(body),
   openMachine: (api, _p, body) => api.openMachine(body),
+  inspectMachine: (api, _p, body) => api.inspectMachine(body),
   gc: (api) => api.gc(),
   listen: (api, _p, body) => api.listen(body),
   unlisten: (api, _p, _b, query) => api.unlisten(query.port),

@@ -53,8 +53,15 @@ import {
   removeImportLeftovers,
   removeTemp,
   unpackMachine,
+  inspectMachineFile,
 } from './machines.js';
-import type { OpenMachineRequest, PackMachineRequest, PackMachineResponse } from '../api/machine-schema.js';
+import type {
+  InspectMachineRequest,
+  InspectMachineResponse,
+  OpenMachineRequest,
+  PackMachineRequest,
+  PackMachineResponse,
+} from '../api/machine-schema.js';
 import { SnapshotStore, newId } from './snapshot-store.js';
 
 export type { EngineOptions } from './engine-core.js';
@@ -321,6 +328,11 @@ export class Engine extends EngineCore implements EngineApi {
     if (!info.isDirectory()) throw new ApiFailure(400, `cannot write ${out}: ${folder} is not a folder`);
     if ((await stat(out).catch(() => null))?.isDirectory())
       throw new ApiFailure(400, `cannot write ${out}: it is a folder; name the file to write`);
+  }
+
+  /** What a .smolmachine file holds (docs/smolmachine.md), for deciding whether to open it; writes nothing. */
+  inspectMachine(request: InspectMachineRequest): Promise<InspectMachineResponse> {
+    return inspectMachineFile(path.resolve(request.path));
   }
 
   /**

@@ -7,6 +7,7 @@ import { chmod, lstat, mkdir, readdir, readFile, rename, rm, stat, statfs, symli
 import os from 'node:os';
 import path from 'node:path';
 import { ApiFailure } from '../api/engine-api.js';
+import type { InspectMachineResponse } from '../api/machine-schema.js';
 import { parseSmolfile } from '../smolfile/smolfile.js';
 import { readManifest, type Manifest } from './snapshot-manifest.js';
 import type { SnapshotStore } from './snapshot-store.js';
@@ -292,6 +293,54 @@ function diskFieldsOf(
     fields.set(manifest.id, layers.length ? { diskLayers: layers, diskParent } : {});
   }
   return fields;
+}
+
+/**
+ * What `file` holds, checked as far as it can be without unpacking (docs/smolmachine.md, "What is checked"): the
+ * digest, the manifest, the state and memory headers; and the CPU features this host lacks. Writes nothing.
+ */
+export async function inspectMachineFile(file: string): Promise<InspectMachineResponse> {
+  const machine = await openMachine(file).catch((error: Error) => {
+    throw new ApiFailure(400, error.message);
+  });
+  try {
+    await machine.checkSnapshotHeaders().catch((error: Error) => {
+      throw new ApiFailure(400, error.message);
+    });
+    const m = machine.manifest;
+    const top = m.snapshots[m.snapshots.length - 1]!.manifest;
+    return {
+      path: file,
+      bytes: machine.bytes,
+      format: m.format,
+      made: m.made,
+      snapshot: {
+        id: top.id,
+        name: top.name,
+        kind: top.kind,
+        created: top.created,
+        cpus: top.cpus,
+        memoryBytes: top.memoryBytes,
+      },
+      layers: m.snapshots.length,
+      memoryData: m.totals.memoryData,
+      raw: m.totals.raw,
+      stored: m.totals.stored,
+      chunks: m.chunks.length,
+      boot: m.boot.map((b) => ({ role: b.role, name: b.name, bytes: b.file.size })),
+      disks: (m.disks ?? []).map((d) => ({ kind: d.kind, name: d.name, bytes: d.file.size })),
+      console: m.console !== null,
+      cpu: {
+        vendor: m.cpu.vendor,
+        model: m.cpu.model,
+        features: m.cpu.flags.length,
+        missing: missingCpuFlags(m.cpu.flags, hostCpu().flags),
+      },
+      smolfile: m.smolfile,
+    };
+  } finally {
+    await machine.close();
+  }
 }
 
 /**

@@ -149,6 +149,33 @@ describe('a counting guest packed in one data dir and opened in another', { time
     expect(json.manifest.console?.screen).toMatch(/count=\d+/);
   });
 
+  it('the API inspects a file before it is opened, writing nothing, and names the CPU features this host lacks', async () => {
+    const episodes = (await smolB.episodes()).length;
+    const seen = await smolB.inspect(file);
+    expect(seen).toMatchObject({ path: file, bytes: machine.length, format: 2, layers: 2, console: true });
+    expect(seen.snapshot).toMatchObject({ id: packed.snapshot.id, cpus: 1, memoryBytes: 16 << 20 });
+    expect(seen.made).toMatchObject({ from: 'counter' });
+    expect(seen.boot).toEqual([{ role: 'kernel', name: 'count.elf', bytes: expect.any(Number) as number }]);
+    expect(seen.cpu.missing).toEqual([]);
+    expect(seen.cpu.features).toBeGreaterThan(0);
+    expect(seen.smolfile.text).toContain('memory = 16');
+    // A file packed where the CPU had more is shown with what is missing (opening it is refused, below).
+    const richer = path.join(scratch, 'richer.smolmachine');
+    writeFileSync(
+      richer,
+      withManifest(machine, (m) => m.cpu.flags.push('smol_imaginary_feature')),
+    );
+    expect((await smolB.inspect(richer)).cpu.missing).toEqual(['smol_imaginary_feature']);
+    const damaged = Buffer.from(machine);
+    damaged[100]! ^= 1;
+    writeFileSync(richer, damaged);
+    await expect(smolB.inspect(richer)).rejects.toThrow(/its sha256 is not the one its footer records/);
+    rmSync(richer);
+    expect((await smolB.episodes()).length).toBe(episodes);
+    const imports = path.join(b.dir, 'import');
+    expect(existsSync(imports) ? readdirSync(imports) : []).toEqual([]);
+  });
+
   it('up --from in the other data dir counts on from where it was packed, with the screen it had', async () => {
     const atPack = (await around(smolA, 'counter', /^checkpoint .*: packed into /)).before.at(-1)!;
     const opened = await b.json<{ id: string; name: string; vm: { id: string; state: string } }>([

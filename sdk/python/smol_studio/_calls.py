@@ -13,6 +13,7 @@ from ._types import (
     GcResult,
     Health,
     Image,
+    Inspected,
     Listener,
     Logs,
     MemoryStats,
@@ -74,6 +75,10 @@ def up(smolfile: str, name: Optional[str]) -> Call[Up]:
 
 def up_from(machine_file: str, name: Optional[str]) -> Call[Up]:
     return _call("POST", "/machines", Up.from_json, _drop_none(path=machine_file, name=name))
+
+
+def inspect(machine_file: str) -> Call[Inspected]:
+    return _call("POST", "/machines/inspect", Inspected.from_json, {"path": machine_file})
 
 
 def pack(source: Ref, machine_file: str) -> Call[Packed]:

@@ -306,6 +306,56 @@ class Packed:
 
 
 @dataclass(frozen=True)
+class Inspected:
+    """What ``inspect`` read from a .smolmachine file (docs/smolmachine.md): what made it, the packed snapshot, sizes,
+    and ``cpu_missing``, the CPU features the engine's host lacks (opening is refused while any are)."""
+
+    path: str
+    bytes: int
+    format: int
+    made_by: str
+    """smol's version, the host name and platform that packed it."""
+    made_at: str
+    made_from: str
+    snapshot: str
+    snapshot_name: str
+    cpus: int
+    memory_bytes: int
+    layers: int
+    memory_data: int
+    disks: List[str]
+    console: bool
+    cpu_model: str
+    cpu_missing: List[str]
+    smolfile_name: str
+    smolfile_text: str
+
+    @classmethod
+    def from_json(cls, j: Json) -> "Inspected":
+        made = j["made"]
+        return cls(
+            path=j["path"],
+            bytes=j["bytes"],
+            format=j["format"],
+            made_by=f"smol {made['smol']} on {made['host']} ({made['platform']})",
+            made_at=made["at"],
+            made_from=made["from"],
+            snapshot=j["snapshot"]["id"],
+            snapshot_name=j["snapshot"]["name"],
+            cpus=j["snapshot"]["cpus"],
+            memory_bytes=j["snapshot"]["memoryBytes"],
+            layers=j["layers"],
+            memory_data=j["memoryData"],
+            disks=[f"{d['kind']} {d['name']}" for d in j["disks"]],
+            console=j["console"],
+            cpu_model=j["cpu"]["model"],
+            cpu_missing=list(j["cpu"]["missing"]),
+            smolfile_name=j["smolfile"]["name"],
+            smolfile_text=j["smolfile"]["text"],
+        )
+
+
+@dataclass(frozen=True)
 class ForkResult:
     """The new VMs, and the fork point (a snapshot of kind ``fork``) for a fork of a VM."""
 

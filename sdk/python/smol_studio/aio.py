@@ -67,6 +67,7 @@ from ._types import (
     GcResult,
     Health,
     Image,
+    Inspected,
     Listener,
     Logs,
     MemoryStats,
@@ -516,6 +517,9 @@ class AsyncSmol:
 
     async def up_from(self, machine_file: "Union[str, os.PathLike[str]]", name: Optional[str] = None) -> Up:
         return await self._call(calls.up_from(fspath(machine_file), name))
+
+    async def inspect(self, machine_file: "Union[str, os.PathLike[str]]") -> Inspected:
+        return await self._call(calls.inspect(fspath(machine_file)))
 
     async def pack(self, source: Ref, machine_file: "Union[str, os.PathLike[str]]") -> Packed:
         return await self._call(calls.pack(source, fspath(machine_file)))

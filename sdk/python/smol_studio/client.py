@@ -65,6 +65,7 @@ from ._types import (
     GcResult,
     Health,
     Image,
+    Inspected,
     Listener,
     Logs,
     MemoryStats,
@@ -538,6 +539,11 @@ class Smol:
         """A new episode from a .smolmachine file (docs/smolmachine.md): its first VM goes on from the packed state.
         The file is checked whole first; a damaged one, a newer format or a CPU lacking its features is refused."""
         return self._call(calls.up_from(fspath(machine_file), name))
+
+    def inspect(self, machine_file: "Union[str, os.PathLike[str]]") -> Inspected:
+        """What a .smolmachine file holds (its manifest, checked) and the CPU features the engine's host lacks to
+        open it (``cpu_missing``); nothing is written. A damaged file or a newer format is refused (SmolError)."""
+        return self._call(calls.inspect(fspath(machine_file)))
 
     def pack(self, source: Ref, machine_file: "Union[str, os.PathLike[str]]") -> Packed:
         """Packs a VM (a running one is checkpointed first) or a snapshot into a .smolmachine file."""

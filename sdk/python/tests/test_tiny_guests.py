@@ -48,7 +48,7 @@ def test_connect_starts_the_engine_once_and_a_second_client_shares_it(home: Engi
         "removeImage", "pruneImages", "getEpisode", "deleteEpisode", "listSnapshots", "listVms", "getVm", "removeVm",
         "checkpoint", "forkVm", "restore", "stopVm", "startVm", "pauseVm", "resumeVm", "resetVm", "memoryStats",
         "metrics", "network", "logs", "screen", "recording", "writeConsole", "getSnapshot", "updateSnapshot",
-        "deleteSnapshot", "forkSnapshot", "packMachine", "openMachine", "gc", "listen", "unlisten", "shutdown", "console", "events", "execStream",
+        "deleteSnapshot", "forkSnapshot", "packMachine", "openMachine", "inspectMachine", "gc", "listen", "unlisten", "shutdown", "console", "events", "execStream",
     }
     assert called - operations == set(), "calls of the Python SDK the engine does not document"
     missing = operations - called - {"exec"}  # the exec POST: the SDK streams instead
@@ -142,6 +142,20 @@ def test_pack_and_up_from_go_on_counting_where_it_was(home: EngineHome, smol: sm
         assert packed.path == machine and packed.layers == 1 and 0 < packed.memory_data < 16 << 20
         at_pack = first_live_count(smol, ep.vm)
     try:
+        inspected = smol.inspect(machine)  # what the file holds, before anything is opened
+        assert inspected.snapshot == packed.snapshot and inspected.layers == 1 and inspected.bytes == packed.bytes
+        assert inspected.memory_bytes == 16 << 20 and inspected.cpu_missing == [] and inspected.console
+        assert "count.elf" in inspected.smolfile_text and inspected.made_at
+        with open(machine, "r+b") as damaged, pytest.raises(smol_studio.SmolError, match="sha256"):
+            damaged.seek(100)
+            byte = damaged.read(1)
+            damaged.seek(100)
+            damaged.write(bytes([byte[0] ^ 1]))
+            damaged.flush()
+            smol.inspect(machine)
+        with open(machine, "r+b") as mended:
+            mended.seek(100)
+            mended.write(byte)
         opened = smol.up_from(machine)
         try:
             assert opened.vm.state == "running" and opened.vm.snapshot == packed.snapshot
