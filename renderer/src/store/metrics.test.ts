@@ -21,6 +21,25 @@ describe('metrics for the sparklines', () => {
     expect(told).toBe(KEPT + 10);
   });
 
+  it('takes an episode’s cgroup counters instead of the sum when asked and they are there', () => {
+    const counted = (at: number, cpu: number, mib: number) => ({
+      ...sample(at, 1, 1),
+      cgroup: { cpuPercent: cpu, memoryBytes: mib * (1 << 20), memoryLimitBytes: 240 * (1 << 20), oomKills: 0 },
+    });
+    const series = [
+      [counted(0, 30, 70), sample(2, 5, 2)],
+      [counted(0, 30, 70), sample(2, 5, 2)],
+    ];
+    expect(summed(series, { fromCgroup: true }).map((p) => [p.cpu, p.memory / (1 << 20), p.limit])).toEqual([
+      [30, 70, 240 * (1 << 20)],
+      [10, 4, null],
+    ]);
+    expect(summed(series).map((p) => [p.cpu, p.memory / (1 << 20), p.limit])).toEqual([
+      [2, 2, null],
+      [10, 4, null],
+    ]);
+  });
+
   it('sums an episode’s VMs per moment', () => {
     const points = summed([
       [sample(0, 10, 4), sample(2, 20, 5)],

@@ -60,17 +60,35 @@ export class MetricsStore {
   }
 }
 
-/** The episode's VMs summed per moment (samples within a second of each other are one moment), oldest first. */
-export function summed(series: readonly (readonly MetricSample[])[]): { at: number; cpu: number; memory: number }[] {
-  const byMoment = new Map<number, { at: number; cpu: number; memory: number }>();
+export interface SummedPoint {
+  at: number;
+  cpu: number;
+  memory: number;
+  /** The vmhost's memory cap, when the figures are its cgroup's. */
+  limit: number | null;
+}
+
+/**
+ * The episode's VMs summed per moment (samples within a second of each other are one moment), oldest first. With
+ * `fromCgroup`, a moment whose samples carry their vmhost's cgroup counters takes those instead (all of an episode's
+ * VMs share one vmhost, so the counters are the whole episode's: its VMs, their VMM and what the kernel charged).
+ */
+export function summed(series: readonly (readonly MetricSample[])[], { fromCgroup = false } = {}): SummedPoint[] {
+  const byMoment = new Map<number, SummedPoint & { counted: boolean }>();
   for (const samples of series) {
     for (const sample of samples) {
       const at = Math.round(Date.parse(sample.at) / 1000);
-      const point = byMoment.get(at) ?? { at, cpu: 0, memory: 0 };
-      point.cpu += sample.cpuPercent;
-      point.memory += sample.memory.residentBytes;
+      const point = byMoment.get(at) ?? { at, cpu: 0, memory: 0, limit: null, counted: false };
+      const cgroup = fromCgroup ? sample.cgroup : undefined;
+      if (cgroup) {
+        Object.assign(point, { cpu: cgroup.cpuPercent, memory: cgroup.memoryBytes, limit: cgroup.memoryLimitBytes });
+        point.counted = true;
+      } else if (!point.counted) {
+        point.cpu += sample.cpuPercent;
+        point.memory += sample.memory.residentBytes;
+      }
       byMoment.set(at, point);
     }
   }
-  return [...byMoment.values()].sort((a, b) => a.at - b.at);
+  return [...byMoment.values()].sort((a, b) => a.at - b.at).map(({ counted: _, ...point }) => point);
 }

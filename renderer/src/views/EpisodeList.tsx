@@ -139,7 +139,7 @@ const EpisodeRow = memo(function EpisodeRow({ id, index }: { id: string; index: 
       <td className="num">{vmCount}</td>
       <td className="num">{since ? <Uptime since={since} /> : '—'}</td>
       <td className="spark">
-        {running.length > 0 ? <Sparklines vmIds={running} /> : <span className="muted">—</span>}
+        {running.length > 0 ? <Sparklines vmIds={running} fromCgroup /> : <span className="muted">—</span>}
       </td>
       <td className="num">{episode.snapshotCount}</td>
       <td className="num">{formatBytes(episode.diskBytes)}</td>

@@ -43,7 +43,11 @@ function draw(canvas: HTMLCanvasElement, values: number[], max: number, colour: 
   g.stroke();
 }
 
-export function Sparklines({ vmIds }: { vmIds: readonly string[] }) {
+/**
+ * `fromCgroup` (an episode's row: all its VMs, one vmhost): the figures its vmhost's cgroup counted, with the cap
+ * (docs/security.md, "Limits"); else the VMs' own (their vCPU threads, their resident memory).
+ */
+export function Sparklines({ vmIds, fromCgroup = false }: { vmIds: readonly string[]; fromCgroup?: boolean }) {
   const { metrics } = useApp();
   const cpu = useRef<HTMLCanvasElement>(null);
   const memory = useRef<HTMLCanvasElement>(null);
@@ -52,7 +56,10 @@ export function Sparklines({ vmIds }: { vmIds: readonly string[] }) {
   useEffect(() => {
     const ids = key ? key.split(',') : [];
     const redraw = () => {
-      const points = summed(ids.map((vm) => metrics.samples(vm)));
+      const points = summed(
+        ids.map((vm) => metrics.samples(vm)),
+        { fromCgroup },
+      );
       const last = points.at(-1);
       const colour = themeColours();
       if (cpu.current)
@@ -71,16 +78,25 @@ export function Sparklines({ vmIds }: { vmIds: readonly string[] }) {
           colour.memory,
         );
       }
-      if (label.current)
-        label.current.textContent = last ? `${Math.round(last.cpu)}% · ${formatBytes(last.memory)}` : '—';
+      if (label.current) {
+        const cap = last?.limit ? ` of ${formatBytes(last.limit)}` : '';
+        label.current.textContent = last ? `${Math.round(last.cpu)}% · ${formatBytes(last.memory)}${cap}` : '—';
+      }
     };
     for (const vm of ids) metrics.want(vm);
     const stops = ids.map((vm) => metrics.subscribe(vm, redraw));
     redraw();
     return () => stops.forEach((stop) => stop());
-  }, [metrics, key]);
+  }, [metrics, key, fromCgroup]);
   return (
-    <span className="sparklines" title="CPU (% of one host CPU) and resident memory, last five minutes">
+    <span
+      className="sparklines"
+      title={
+        fromCgroup
+          ? 'CPU (% of one host CPU) and memory its vmhost’s cgroup counted, of its cap; last five minutes'
+          : 'CPU (% of one host CPU) and resident memory, last five minutes'
+      }
+    >
       <canvas ref={cpu} style={{ width: W, height: H }} aria-hidden="true" />
       <canvas ref={memory} style={{ width: W, height: H }} aria-hidden="true" />
       <span ref={label} className="muted spark-label" />
