@@ -135,6 +135,13 @@ static int write_memory(struct vm_snapshot *s, const char *tmp, struct mem_layer
 	else if (!ret)
 		ret = mem_layer_copy(top, base, fd, h.data_offset, base ? bitmap : NULL, &h.pages, &info->bytes_written,
 				     progress, opaque, err);
+	if (ret && direct && err && err->code == EINVAL && fcntl(fd, F_SETFL, flags) == 0) {
+		/* A file system that took O_DIRECT but refuses its writes: the same copy, buffered. */
+		direct = 0;
+		memset(err, 0, sizeof(*err));
+		ret = mem_layer_copy(top, base, fd, h.data_offset, base ? bitmap : NULL, &h.pages,
+				     &info->bytes_written, progress, opaque, err);
+	}
 	if (direct && fcntl(fd, F_SETFL, flags) < 0 && !ret)
 		ret = vm_error_set(err, errno, "cannot write %s: %s", path, strerror(errno));
 	trace_step(direct ? "write: copy the memory layer (O_DIRECT)" : "write: copy the memory layer");
