@@ -51,6 +51,8 @@ static const char *const process_list[] = {
 	"clock_nanosleep", "gettid", "getpid", "getppid", "tgkill", "tkill", "kill",
 	/* signals: Node's handlers, the vCPU kick (SIGUSR2), the debug dump, this file's SIGSYS handler */
 	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "rt_sigtimedwait", "rt_sigqueueinfo",
+	/* a sleep or wait a stop (SIGSTOP/SIGCONT, a debugger attaching) interrupted goes on through it */
+	"restart_syscall",
 	/* time */
 	"clock_gettime", "clock_getres", "gettimeofday", "time", "timerfd_create", "timerfd_settime",
 	"timerfd_gettime",

@@ -1,15 +1,17 @@
 // `smol doctor`: is this machine ready to run VMs, and what to do when it is not.
 import { buildDoctorReport, type DoctorReport } from '../doctor/report.js';
 import { gatherHostFacts } from '../doctor/host-facts.js';
+import { gatherJailFacts, jailChecks } from '../doctor/jail-checks.js';
 import { cgroupCheck, gatherCgroupFacts } from '../doctor/cgroup-checks.js';
 import { parseFlags } from './args.js';
 
 export const DOCTOR_HELP = `Usage: smol doctor [--json]
 
 Checks what Smol Studio needs on this machine: /dev/kvm and what kind of KVM it is, the KVM
-capabilities the VMM uses, the native module, guest assets, Electron and Chromium, and the cgroup
-limits (version, controllers, whether the engine can create its cgroups or why not). Each check is
-ok, warn or fail, with the command that fixes it.
+capabilities the VMM uses, the native module, guest assets, Electron and Chromium, and what of the
+vmhost's jail is in force for an engine you start (seccomp, capabilities, namespaces or why not),
+and the cgroup limits (version, controllers, whether the engine can create its cgroups or why not).
+Each check is ok, warn or fail, with the command that fixes it.
 
 Options:
   --json       print the full report as JSON
@@ -49,10 +51,12 @@ export async function runDoctor(argv: string[]): Promise<number> {
     process.stdout.write(DOCTOR_HELP);
     return 0;
   }
+  const jail = gatherJailFacts();
   const report = buildDoctorReport(gatherHostFacts());
+  report.checks.push(...jailChecks(jail));
   const cgroups = gatherCgroupFacts();
   report.checks.push(cgroupCheck(cgroups));
-  const json = { ...report, cgroups };
+  const json = { ...report, jail, cgroups };
   process.stdout.write(args.json ? JSON.stringify(json, null, 2) + '\n' : formatDoctorReport(report));
   return report.checks.some((check) => check.status === 'fail') ? 1 : 0;
 }

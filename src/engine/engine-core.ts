@@ -38,7 +38,8 @@ import { LiveInstance, type DiskDevice } from './live-instance.js';
 import { writeNetworkConfig } from './network-config.js';
 import { VmHost } from './vmhost.js';
 import { VmHostLimiter, type GuestSize } from './vmhost-limits.js';
-import type { VmHostLauncher } from './vmhost-launcher.js';
+import { forkVmHost, type VmHostLauncher } from './vmhost-launcher.js';
+import { vmhostJailPlan } from './vmhost-jail.js';
 
 const BOOT_READY_MS = 120_000;
 const INIT_COMMAND_MS = 600_000;
@@ -369,7 +370,10 @@ export class EngineCore {
     if (existing?.alive) return existing;
     // An operation queued behind a delete must not bring a deleted episode's vmhost back.
     if (this.episodes.get(episode.id) !== episode) throw new ApiFailure(404, `episode ${episode.id} was deleted`);
-    const host = new VmHost(episode.id, this.options.launchVmHost, this.#limiter.cgroupFor(episode.id));
+    // Its root shows only the store's directories and the Smolfile's boot files (docs/security.md).
+    const jail = vmhostJailPlan(this.options.home, episode.smolfile);
+    const launch = this.options.launchVmHost ?? forkVmHost;
+    const host = new VmHost(episode.id, (label) => launch(label, jail), this.#limiter.cgroupFor(episode.id));
     if (host.limitsNote)
       this.options.log(`engine: the vmhost of ${episode.id} runs without limits (${host.limitsNote})`);
     this.#hosts.set(episode.id, host);

@@ -2,14 +2,24 @@
 // (docs/electron.md). Under Node a vmhost is a `child_process.fork` of vmhost-main.js; inside Electron the app
 // injects a launcher that makes it an Electron utilityProcess. Either way the engine sees the same small surface,
 // the part of Node's ChildProcess that vmhost.ts uses.
-import { fork } from 'node:child_process';
+import { fork, spawn, type StdioOptions } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { packageRoot } from '../package-root.js';
+import type { JailBind } from '../vmm/native.js';
+import { jailSupport } from './vmhost-jail.js';
 import type { Readable, Writable } from 'node:stream';
 import type { HostMessageIn, HostMessageOut } from './vmhost-protocol.js';
 
-/** The vmhost's entry module (built). */
-export const VMHOST_MAIN = path.join(packageRoot, 'dist', 'src', 'engine', 'vmhost-main.js');
+/**
+ * The vmhost's entry module (built): the one next to this module when it is compiled JavaScript (so an engine from
+ * another build, SMOL_DIST, starts that build's vmhosts), else dist/'s (the sources run by vitest, a bundle).
+ */
+const sibling = path.join(path.dirname(fileURLToPath(import.meta.url)), 'vmhost-main.js');
+export const VMHOST_MAIN = existsSync(sibling)
+  ? sibling
+  : path.join(packageRoot, 'dist', 'src', 'engine', 'vmhost-main.js');
 
 export interface VmHostProcess {
   readonly pid?: number | undefined;
@@ -28,19 +38,37 @@ export interface VmHostProcess {
   once(event: 'exit', listener: (code: number | null, signal: NodeJS.Signals | null) => void): this;
 }
 
-/** Starts the vmhost for `label` (an episode id). */
-export type VmHostLauncher = (label: string) => VmHostProcess;
+/** What a vmhost's root shows when it runs in namespaces of its own (vmhost-jail.ts). */
+export interface VmHostJailPlan {
+  binds: JailBind[];
+}
+
+/** Starts the vmhost for `label` (an episode id); `jail` is what its root may show. */
+export type VmHostLauncher = (label: string, jail?: VmHostJailPlan) => VmHostProcess;
 
 /** The fd of the jail's report pipe in a vmhost that forkVmHost started. */
 export const REPORT_FD = 4;
 
 /**
  * The default: a Node child process with advanced serialization (Buffers cross as bytes); fd 4 is a pipe on which
- * its jail reports a forbidden system call before the process dies.
+ * its jail reports a forbidden system call before the process dies. Where the host allows (vmhost-jail.ts) it runs
+ * through unshare(1) in mount and PID namespaces of its own: unshare stays its parent (the engine's child, which
+ * dies by the signal the vmhost died by), and the IPC channel and report pipe go to the vmhost itself. The vmhost's
+ * own pid on the host is the one its `ready` message gives (VmHost.pid).
  */
-export const forkVmHost: VmHostLauncher = (label) =>
-  fork(VMHOST_MAIN, [], {
-    serialization: 'advanced',
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc', 'pipe'],
-    env: { ...process.env, SMOL_VMHOST: label, SMOL_VMHOST_REPORT_FD: String(REPORT_FD) },
-  });
+export const forkVmHost: VmHostLauncher = (label, jail) => {
+  const env: NodeJS.ProcessEnv = { ...process.env, SMOL_VMHOST: label, SMOL_VMHOST_REPORT_FD: String(REPORT_FD) };
+  const support = jailSupport();
+  const options = {
+    serialization: 'advanced' as const,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc', 'pipe'] satisfies StdioOptions,
+  };
+  if (!jail || !support.namespaces || !support.unshare) {
+    env.SMOL_VMHOST_NS_REASON = !jail ? 'the engine gave no jail plan' : (support.reason ?? 'not supported');
+    return fork(VMHOST_MAIN, [], { ...options, env });
+  }
+  env.SMOL_VMHOST_ROOT = JSON.stringify({ binds: jail.binds, hostMntNs: support.hostMntNs });
+  env.SMOL_VMHOST_NS = support.userNamespace ? 'user,mount,pid' : 'mount,pid';
+  const args = [...support.unshareArgs, '--', process.execPath, ...process.execArgv, VMHOST_MAIN];
+  return spawn(support.unshare, args, { ...options, env });
+};

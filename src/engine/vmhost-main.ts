@@ -2,9 +2,9 @@
 // "Processes"). It does what the engine asks and reports console output and exits; it keeps no state of its own
 // beyond the live VMs, so when it dies the engine loses only those VMs, never a snapshot.
 import { Vm, type DeviceResources } from '../vmm/vm.js';
-import { loadNative, type JailStatus } from '../vmm/native.js';
+import { loadNative, type JailRoot } from '../vmm/native.js';
 import { engineChannel } from './vmhost-parent.js';
-import { rmSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { codeOf, errorData } from '../api/error-codes.js';
 import { diskSpace, formatBytes, MAKE_ROOM, requireDiskReserve } from './disk-space.js';
@@ -14,21 +14,44 @@ import {
   type HostMessageIn,
   type HostMessageOut,
   type HostProgress,
+  type VmHostJailStatus,
   type VmHostService,
 } from './vmhost-protocol.js';
 
 const engine = engineChannel();
 
 /**
- * The jail (docs/security.md): before any VM exists, so before any guest's first instruction, and for every thread
- * of this process. SMOL_JAIL=0 leaves it off (the bench's comparison); a jail that cannot be put in place ends the
- * vmhost rather than run VMs outside it.
+ * This process's pid on the host, which the engine reads its /proc by: in a PID namespace of its own (vmhost-jail.ts)
+ * process.pid is 1, and NSpid's first field is the host's, read while the host's /proc is still mounted.
  */
-function lockdown(): JailStatus | null {
+function hostPid(): number {
+  try {
+    const nspid = /^NSpid:\s*(\d+)/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+    return nspid ? Number(nspid) : process.pid;
+  } catch {
+    return process.pid;
+  }
+}
+const pid = hostPid();
+
+/**
+ * The jail (docs/security.md): before any VM exists, so before any guest's first instruction, and for every thread
+ * of this process. Started in namespaces (SMOL_VMHOST_ROOT, vmhost-launcher.ts), its root first becomes a tmpfs
+ * with only the paths its VMs need. SMOL_JAIL=0 leaves it off (the bench's comparison); a jail that cannot be put in
+ * place ends the vmhost rather than run VMs outside it.
+ */
+function lockdown(): VmHostJailStatus | null {
   if (process.env.SMOL_JAIL === '0') return null;
   const fd = Number(process.env.SMOL_VMHOST_REPORT_FD);
   try {
-    return loadNative().jailLockdown(Number.isInteger(fd) && fd > 2 ? { reportFd: fd } : {});
+    const root = process.env.SMOL_VMHOST_ROOT ? (JSON.parse(process.env.SMOL_VMHOST_ROOT) as JailRoot) : undefined;
+    const status = loadNative().jailLockdown({
+      ...(Number.isInteger(fd) && fd > 2 && { reportFd: fd }),
+      ...(root && { root }),
+    });
+    const namespaces = root ? (process.env.SMOL_VMHOST_NS ?? 'mount,pid').split(',') : [];
+    const namespacesReason = root ? null : (process.env.SMOL_VMHOST_NS_REASON ?? 'not started in namespaces');
+    return { ...status, namespaces, namespacesReason };
   } catch (error) {
     process.stderr.write(`smol vmhost ${process.env.SMOL_VMHOST ?? ''}: ${(error as Error).message}\n`);
     process.exit(70);
@@ -38,7 +61,23 @@ const jail = lockdown();
 
 // Test hooks, only with SMOL_TEST_HOOKS=1 (production never sets it): SIGURG makes this process call a system call no
 // allow-list has, as a device model a guest subverted might.
-if (process.env.SMOL_TEST_HOOKS === '1') process.on('SIGURG', () => loadNative().jailTestForbidden());
+// SIGWINCH makes it try to open, for reading, each path the file SMOL_TEST_OPEN lists (a JSON array), and say on
+// stderr (the engine's log) what came of each: `vmhost test-open PATH: ok` or the error's code.
+if (process.env.SMOL_TEST_HOOKS === '1') {
+  process.on('SIGURG', () => loadNative().jailTestForbidden());
+  process.on('SIGWINCH', () => {
+    const list = process.env.SMOL_TEST_OPEN;
+    for (const file of list ? (JSON.parse(readFileSync(list, 'utf8')) as string[]) : []) {
+      let result = 'ok';
+      try {
+        closeSync(openSync(file, 'r'));
+      } catch (error) {
+        result = codeOf(error) ?? String(error);
+      }
+      process.stderr.write(`smol vmhost ${process.env.SMOL_VMHOST ?? ''} test-open ${file}: ${result}\n`);
+    }
+  });
+}
 
 const vms = new Map<string, Vm>();
 /** Console input the VMM's queue had no room for yet, per VM; retried until it is taken or the VM ends. */
@@ -207,4 +246,4 @@ engine.onGone(() => {
   void Promise.allSettled([...vms.values()].map((vm) => vm.kill())).then(() => process.exit(0));
 });
 
-send({ kind: 'ready', pid: process.pid, jail });
+send({ kind: 'ready', pid, jail });

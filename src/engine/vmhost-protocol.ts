@@ -88,4 +88,12 @@ export type HostMessageOut =
   | { kind: 'console'; vm: string; data: Uint8Array }
   | { kind: 'exit'; vm: string; exit: VmExit }
   | { kind: 'progress'; seq: number; done: number; total: number }
-  | { kind: 'ready'; pid: number; jail?: JailStatus | null };
+  | { kind: 'ready'; pid: number; jail?: VmHostJailStatus | null };
+
+/** What a vmhost's jail put in force (docs/security.md): the native lockdown's status and its namespaces. */
+export interface VmHostJailStatus extends JailStatus {
+  /** The namespaces it runs in (`mount`, `pid`, `user`); empty when none. */
+  namespaces: string[];
+  /** Why it runs without them, when it does. */
+  namespacesReason: string | null;
+}

@@ -3,7 +3,6 @@
 import { EventEmitter } from 'node:events';
 import type { VmExit } from '../vmm/vm.js';
 import type { Readable } from 'node:stream';
-import type { JailStatus } from '../vmm/native.js';
 import { forkVmHost, REPORT_FD, type VmHostLauncher, type VmHostProcess } from './vmhost-launcher.js';
 import { CodedError } from '../api/error-codes.js';
 import type { VmHostCgroup } from './vmhost-cgroup.js';
@@ -14,6 +13,7 @@ import type {
   HostOp,
   HostProgress,
   HostResult,
+  VmHostJailStatus,
   VmHostService,
 } from './vmhost-protocol.js';
 
@@ -49,11 +49,12 @@ export class VmHost extends EventEmitter<VmHostEvents> {
   readonly #joined = new Set<number>();
   #cgroupRemoved: Promise<void> = Promise.resolve();
   #disconnected = false;
+  #pid: number | undefined;
   /** Console bytes received and not yet reported taken (consoleTaken calls, batched: TAKEN_EVERY_MS or 1 MiB). */
   #taken = 0;
   #takenTimer: NodeJS.Timeout | null = null;
   /** What the vmhost's jail put in force (null: SMOL_JAIL=0), once it is ready. */
-  jail: JailStatus | null = null;
+  jail: VmHostJailStatus | null = null;
   /** Its cgroup (docs/security.md, "Limits"): null when it runs without one; `limitsNote` then says why. */
   cgroup: VmHostCgroup | null;
   limitsNote: string | null;
@@ -111,8 +112,12 @@ export class VmHost extends EventEmitter<VmHostEvents> {
     this.#child.on('disconnect', () => (this.#disconnected = true));
   }
 
+  /**
+   * The vmhost's own pid on the host, which its /proc is read by: the one its `ready` message gives (in namespaces
+   * its parent is unshare(1), the process the launcher started), else the started process's.
+   */
   get pid(): number | undefined {
-    return this.#child.pid;
+    return this.#pid ?? this.#child.pid;
   }
 
   get alive(): boolean {
@@ -173,6 +178,7 @@ export class VmHost extends EventEmitter<VmHostEvents> {
         this.emit('exit', message.vm, message.exit);
         break;
       case 'ready':
+        this.#pid = message.pid;
         this.jail = message.jail ?? null;
         this.#joinCgroup(); // by the pid it is known by now, before any call goes out (calls await ready)
         break;

@@ -285,9 +285,26 @@ export interface NativeBinding {
    * no_new_privs and the seccomp allow-list on every thread; a forbidden call writes `seccomp: <name>` to `reportFd`
    * (default stderr) and the process dies by SIGSYS. Once per process.
    */
-  jailLockdown(options?: { reportFd?: number; nofile?: number }): JailStatus;
+  jailLockdown(options?: { reportFd?: number; nofile?: number; root?: JailRoot }): JailStatus;
   /** Test hook: a system call no allow-list has (personality). A jailed process does not return from it. */
   jailTestForbidden(): void;
+}
+
+/**
+ * A jail's root (docs/security.md, "The jail's mount table"): only these paths, each where it is on the host. The
+ * process must be the first of its own PID namespace, in a mount namespace that is not `hostMntNs` (the engine's
+ * /proc/self/ns/mnt); a path that does not exist is left out.
+ */
+export interface JailRoot {
+  binds: JailBind[];
+  hostMntNs: string;
+}
+export interface JailBind {
+  path: string;
+  /** Read-write; otherwise read-only. */
+  write?: boolean;
+  /** A device node such as /dev/kvm (its mount allows devices). */
+  device?: boolean;
 }
 
 /** What jailLockdown put in force. */
@@ -297,6 +314,10 @@ export interface JailStatus {
   /** The effective capability set, as /proc/PID/status's CapEff shows it (16 hex digits). */
   capEff: string;
   nofile: number;
+  /** The root holds only the binds (jailLockdown's root). */
+  mounts: boolean;
+  /** How many of the binds were present and mounted. */
+  binds: number;
 }
 
 /** What `snapshotInfo` found in a snapshot directory. */

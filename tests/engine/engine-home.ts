@@ -83,12 +83,15 @@ export class EngineHome {
     }
   }
 
-  /** Pids of this data dir's vmhost processes, by episode id (found through their environment). */
+  /**
+   * Pids of this data dir's vmhost processes, by episode id (found through their environment); not the unshare(1)
+   * each jailed one is started through, which has the same environment (docs/security.md).
+   */
   vmhosts(): Map<string, number> {
     const hosts = new Map<string, number>();
     for (const [pid, environ] of this.#environs()) {
       const label = environ.find((v) => v.startsWith('SMOL_VMHOST='));
-      if (label) hosts.set(label.slice('SMOL_VMHOST='.length), pid);
+      if (label && commOf(pid) !== 'unshare') hosts.set(label.slice('SMOL_VMHOST='.length), pid);
     }
     return hosts;
   }
@@ -135,6 +138,14 @@ export class EngineHome {
       if (file.startsWith(`${path.basename(this.dir)}-`))
         rmSync(path.join(path.dirname(this.dir), file), { force: true });
     }
+  }
+}
+
+function commOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return '';
   }
 }
 

@@ -1,12 +1,14 @@
 // Tier 2, end to end: every vmhost runs in its jail (docs/security.md). Its /proc status shows the seccomp filter,
 // no_new_privs and no capabilities, its vCPU threads carry a second, shorter filter, and a forbidden system call
-// kills only that vmhost: its VMs are crashed with `seccomp: <name>` while another episode keeps running.
-import { readFileSync, readdirSync } from 'node:fs';
+// kills only that vmhost: its VMs are crashed with `seccomp: <name>` while another episode keeps running. It runs in
+// PID and mount namespaces of its own, and cannot open what its root does not show.
+import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { EngineHome, eventually } from './engine-home.js';
+import { EngineHome, eventually, root } from './engine-home.js';
 
 // The engine this file starts passes it to its vmhosts: SIGURG then makes a vmhost call personality(2), which no
-// allow-list has. Production never sets it.
+// allow-list has, and SIGWINCH makes it try to open each file of SMOL_TEST_OPEN. Production never sets it.
 let hooksBefore: string | undefined;
 beforeAll(() => {
   hooksBefore = process.env.SMOL_TEST_HOOKS;
@@ -15,6 +17,7 @@ beforeAll(() => {
 afterAll(() => {
   if (hooksBefore === undefined) delete process.env.SMOL_TEST_HOOKS;
   else process.env.SMOL_TEST_HOOKS = hooksBefore;
+  delete process.env.SMOL_TEST_OPEN;
 });
 
 const homes: EngineHome[] = [];
@@ -89,5 +92,60 @@ describe('the vmhost jail', () => {
       (counts((await smol.logs(bystander.vm.id)).text).at(-1) ?? 0) > before ? true : undefined,
     );
     expect((await smol.vm(bystander.vm.id)).state).toBe('running');
+  });
+
+  it('runs in PID and mount namespaces of its own: nothing outside its root opens', async () => {
+    // Another data dir with a snapshot of its own: the files of one store are not another's vmhost's to read.
+    const other = newHome();
+    const otherSmol = await other.client();
+    const elsewhere = await otherSmol.up(other.smolfile('count', COUNT), { name: 'elsewhere' });
+    const theirs = await otherSmol.checkpoint(elsewhere.vm.id, { name: 'theirs' });
+    const home = newHome();
+    const outside = {
+      engineInfo: path.join(home.dir, 'engine.json'),
+      engineLog: path.join(home.dir, 'engine.log'),
+      engineSocket: path.join(home.dir, 'engine.sock'),
+      episodes: path.join(home.dir, 'episodes'),
+      otherStore: path.join(other.dir, 'snapshots', theirs.id, 'state'),
+      shadow: '/etc/shadow',
+      checkout: path.join(root, 'package.json'),
+    };
+    // The list the vmhost reads at SIGWINCH, in its data dir's run/ (which its root shows).
+    const list = path.join(home.dir, 'run', 'test-open.json');
+    process.env.SMOL_TEST_OPEN = list;
+    const smol = await home.client();
+    const up = await smol.up(home.smolfile('count', COUNT), { name: 'jailed' });
+    await smol.waitForOutput(up.vm.id, /count=2/, 60_000);
+    const snapshot = await smol.checkpoint(up.vm.id, { name: 'mine' });
+    const pid = home.vmhosts().get(up.episode.id)!;
+    // Its own PID namespace, where it is the first process; the engine's is the host's.
+    expect(status(pid).NSpid!.split(/\s+/)).toEqual([String(pid), '1']);
+    expect(status(home.enginePid()!).NSpid!.split(/\s+/)).toHaveLength(1);
+    // Its mount table: a read-only tmpfs root and what the jail shows, nothing of the host's root.
+    const mounts = readFileSync(`/proc/${pid}/mountinfo`, 'utf8').trim().split('\n');
+    const points = mounts.map((line) => line.split(' ')[4]!);
+    expect(mounts.find((line) => line.split(' ')[4] === '/')).toMatch(/ ro,.* - tmpfs smol-jail /);
+    expect(points).toEqual(expect.arrayContaining(['/dev/kvm', '/proc', path.join(home.dir, 'snapshots')]));
+    expect(points).not.toContain(home.dir);
+    // Each file outside: refused; its own snapshot (the test's path, MINE, is the real one) and /dev/kvm: open.
+    const ownState = path.join(home.dir, 'snapshots', snapshot.id, 'state');
+    expect(statSync(ownState).size, 'its snapshot is there on the host').toBeGreaterThan(0);
+    for (const file of Object.values(outside)) expect(existsSync(file), `${file} is there on the host`).toBe(true);
+    writeFileSync(list, JSON.stringify([...Object.values(outside), ownState, '/dev/kvm']));
+    process.kill(pid, 'SIGWINCH');
+    const lines = await eventually('the vmhost to say what it opened', async () => {
+      const found = readFileSync(path.join(home.dir, 'engine.log'), 'utf8')
+        .split('\n')
+        .filter((line) => line.includes(' test-open '));
+      return found.length >= Object.keys(outside).length + 2 ? found : undefined;
+    });
+    const result = (file: string) =>
+      lines
+        .find((line) => line.includes(` test-open ${file}: `))
+        ?.split(': ')
+        .at(-1);
+    for (const [what, file] of Object.entries(outside)) expect([what, result(file)]).toEqual([what, 'ENOENT']);
+    expect(result(ownState)).toBe('ok');
+    expect(result('/dev/kvm')).toBe('ok');
   });
 });
