@@ -39,6 +39,7 @@ import { writeNetworkConfig } from './network-config.js';
 import { VmHost } from './vmhost.js';
 import { VmHostLimiter, type GuestSize } from './vmhost-limits.js';
 import { forkVmHost, type VmHostLauncher } from './vmhost-launcher.js';
+import { crashPoint } from './crash-points.js';
 import { vmhostJailPlan } from './vmhost-jail.js';
 
 const BOOT_READY_MS = 120_000;
@@ -806,12 +807,16 @@ export class EngineCore {
         (done, total) => this.emit({ type: 'progress', operation: kind, vm: vm.id, done, total }),
       );
     } catch (error) {
+      // Whatever the vmhost wrote is never published (a vmhost that died mid-write leaves files, and this engine
+      // may run for days before a start-up recovery would sweep them).
+      rmSync(this.store.dirFor(id), { recursive: true, force: true });
       if (top && next) await this.settleFailedDiskSwitch(live, top, next);
       for (const [i, [device, file]] of volumeNext.entries()) {
         await this.settleFailedDiskSwitch(live, volumes[i]![1], file, device);
       }
       throw error;
     }
+    crashPoint('checkpoint:written');
     if (next && !live.ended) live.writes(next);
     else if (next) rmSync(next, { force: true }); // the instance ended meanwhile: nothing writes it
     for (const [device, file] of volumeNext) {
@@ -834,6 +839,7 @@ export class EngineCore {
       ...(volumes.length > 0 && { volumeLayers: Object.fromEntries(volumes) }),
       ...(live.volumeImages.length > 0 && { volumeImages: live.volumeImages }),
     });
+    crashPoint('checkpoint:published');
     vm.snapshot = snapshot.id;
     vm.layerHead = snapshot.id;
     await this.save(episode);
@@ -908,6 +914,7 @@ export class EngineCore {
   /** A clean machine: the base snapshot restored, or a bare kernel booted afresh. Nothing of the VM's past stays. */
   protected async resetVm(episode: EpisodeRecord, vm: VmRecord): Promise<void> {
     await this.killVm(vm);
+    crashPoint('reset:old-killed');
     this.hub(vm).marker('reset');
     vm.suspendedAt = null;
     vm.resumeOnStart = false;

@@ -63,6 +63,7 @@ import type {
   PackMachineResponse,
 } from '../api/machine-schema.js';
 import { SnapshotStore, newId } from './snapshot-store.js';
+import { crashPoint } from './crash-points.js';
 
 export type { EngineOptions } from './engine-core.js';
 
@@ -529,6 +530,7 @@ export class Engine extends EngineCore implements EngineApi {
       if (frozen.length > 0) await record(frozen);
       throw error;
     }
+    crashPoint('fork:children-made');
     for (const [device, file] of next) parent.writes(file, device);
     if (tops.length > 0) await record(tops.map(([, top]) => top));
     wave.forEach((child, i) => this.watchAgent(child, instances[i]!, { remint: true }));
@@ -581,6 +583,7 @@ export class Engine extends EngineCore implements EngineApi {
       if (LIVE_STATES.has(vm.state)) savedAs = await this.checkpointVm(vm, 'restore-point', {});
       else if (vm.suspendedAt) savedAs = this.store.get(vm.suspendedAt) ?? null;
       await this.killVm(vm);
+      crashPoint('restore:old-killed');
       vm.suspendedAt = null; // where it was is `savedAs` now; a suspended VM restored is no longer suspended
       vm.resumeOnStart = false;
       this.hub(vm).marker(`restore ${target.name}`); // before it runs: what follows is the restored VM's
@@ -765,6 +768,7 @@ export class Engine extends EngineCore implements EngineApi {
     const snapshot = this.store.resolve(ref);
     if (snapshot.kind === 'base') throw new ApiFailure(409, `${snapshot.id} is a base snapshot; delete its episodes`);
     await this.store.delete(snapshot.id);
+    crashPoint('delete:marked');
     this.emit({ type: 'snapshot.deleted', id: snapshot.id, episode: snapshot.episode });
     await this.store.gc(this.liveLayerHeads());
   }

@@ -21,6 +21,7 @@ import {
 import { relocateLayer, relocateState, stateDisks, type StateDisk } from './disk-relocation.js';
 import { IMAGES_DIR, LAYER_NAME, newLayerName, readLayerHeader, type LayerHeader } from './disk-layers.js';
 import { createMachine, openMachine, type Progress } from './smolmachine-file.js';
+import { crashPoint } from './crash-points.js';
 
 export interface PackInput {
   store: SnapshotStore;
@@ -121,6 +122,7 @@ export async function packSnapshot(input: PackInput): Promise<{ bytes: number; m
     for (const { manifest, dir } of chain) {
       const state = await writer.addFile(path.join(dir, 'state'));
       const memory = await writer.addFile(path.join(dir, 'memory'));
+      crashPoint('pack:writing');
       snapshots.push({ manifest, state, memory });
     }
     const packedDisks = [];

@@ -20,6 +20,7 @@ import {
   type StoredSnapshot as Entry,
 } from './snapshot-manifest.js';
 import { recoverSnapshots, sweepDiskLayers } from './snapshot-recovery.js';
+import { crashPoint } from './crash-points.js';
 
 const ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
 
@@ -400,6 +401,7 @@ export class SnapshotStore {
     for (const id of doomed) {
       const { diskBytes: bytes, manifest } = this.#entries.get(id)!;
       await removeSnapshotDir(this.dirFor(id));
+      crashPoint('gc:removing');
       for (const name of manifest.diskLayers ?? []) await rm(path.join(this.#disks, name), { force: true });
       this.#entries.delete(id);
       removed.push(id);

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { codeOf, errorData } from '../api/error-codes.js';
 import { diskSpace, formatBytes, MAKE_ROOM, requireDiskReserve } from './disk-space.js';
 import { ConsoleCredit } from './console-credit.js';
+import { crashPoint } from './crash-points.js';
 import {
   HOST_OPS,
   type HostMessageIn,
@@ -201,7 +202,9 @@ async function checkpoint(id: string, dir: string, resources: DeviceResources, p
   const vm = vmOf(id);
   requireDiskReserve(path.dirname(dir), `a checkpoint of ${id}`);
   try {
-    return await vm.checkpoint(dir, (p) => progress?.(p.done, p.total), { resources });
+    const written = await vm.checkpoint(dir, (p) => progress?.(p.done, p.total), { resources });
+    crashPoint('vmhost:checkpoint-written');
+    return written;
   } catch (error) {
     if (codeOf(error) !== 'ENOSPC' && codeOf(error) !== 'EDQUOT') throw error;
     rmSync(dir, { recursive: true, force: true });

@@ -57,7 +57,9 @@ export function portChannel(parentPort: ParentPortLike): EngineChannel {
 
 function nodeChannel(): EngineChannel {
   return {
-    send: (message) => void process.send?.(message),
+    // A send that finds the engine gone (EPIPE: it died between two messages) is not an error of this process's:
+    // the 'disconnect' that follows ends it through onGone, where an unhandled 'error' event would crash it first.
+    send: (message) => void (process.connected && process.send?.(message, undefined, {}, () => undefined)),
     onMessage: (listener) => void process.on('message', (message) => listener(message as HostMessageIn)),
     onGone: (listener) => void process.on('disconnect', listener),
   };
