@@ -138,9 +138,9 @@ describe('prepared VMs', () => {
     expect(drained!.threads, report).toBe(baseline!.threads);
     expect(drained!.poolThreads, report).toBe(0);
     expect(beforeExit!.pool.ready, report).toBeGreaterThanOrEqual(1);
-    // The VMs prepared at its exit had the kernel's threads (a PIT each), and the exit took them all: none is
-    // left behind once the process is gone.
-    expect(beforeExit!.pitThreads, report).toBe(beforeExit!.pool.ready);
+    // The VMs prepared at its exit had the kernel's threads (a PIT each; one being made or closed meanwhile has one
+    // too), and the exit took them all: none is left behind once the process is gone.
+    expect(beforeExit!.pitThreads, report).toBeGreaterThanOrEqual(Math.max(1, beforeExit!.pool.ready));
     expect(pitThreads(run.pid!), report).toBe(0);
     expect(path.isAbsolute(nativeModulePath)).toBe(true);
   });
