@@ -18,7 +18,6 @@ import {
   rmSync,
   type Stats,
 } from 'node:fs';
-import { lstat, readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
@@ -90,31 +89,39 @@ export function volumeTree(folder: string, env: NodeJS.ProcessEnv = process.env)
   return checkCap(folder, { hash: hash.digest('hex').slice(0, 16), bytes, entries }, env);
 }
 
-/** How many entries the async walk reads between two turns of the event loop. */
+/** How many entries the chunked walk reads between two turns of the event loop (a few ms of work each). */
 const ENTRIES_PER_TURN = 256;
 
 /**
- * volumeTree without holding the event loop: the same hash, from asynchronous reads, letting other work run every
- * ENTRIES_PER_TURN entries, so an engine hashing a big folder still answers its API meanwhile.
+ * volumeTree without holding the event loop: the same walk and hash in chunks of ENTRIES_PER_TURN entries, letting
+ * other work run between them, so an engine hashing a big folder still answers its API. Synchronous reads within a
+ * chunk: awaiting each lstat through libuv's thread pool was 8x slower (50,000 entries on tmpfs: 11 s against 1.4 s).
  */
 export async function volumeTreeAsync(folder: string, env: NodeJS.ProcessEnv = process.env): Promise<VolumeTree> {
   const hash = createHash('sha256');
   let bytes = 0;
   let entries = 0;
-  const walk = async (dir: string, relative: string): Promise<void> => {
-    for (const name of (await readdir(dir)).sort()) {
-      const file = path.join(dir, name);
-      const rel = `${relative}/${name}`;
-      const info = await lstat(file);
-      if (++entries % ENTRIES_PER_TURN === 0) await new Promise((resolve) => setImmediate(resolve));
-      bytes += account(hash, rel, info);
-      if (info.isSymbolicLink()) hash.update(`${await readlink(file)}\0`);
-      else if (info.isDirectory()) await walk(file, rel);
-    }
-  };
-  const root = await lstat(folder);
+  const root = lstatSync(folder);
   hash.update(`/\0${root.mode}\0${root.uid}:${root.gid}\0`);
-  await walk(folder, '');
+  // Depth first in name order, as volumeTree's recursion: a stack of directories, each with its names left to read.
+  const stack: { dir: string; relative: string; names: string[] }[] = [
+    { dir: folder, relative: '', names: readdirSync(folder).sort().reverse() },
+  ];
+  while (stack.length > 0) {
+    const top = stack[stack.length - 1]!;
+    const name = top.names.pop();
+    if (name === undefined) {
+      stack.pop();
+      continue;
+    }
+    const file = path.join(top.dir, name);
+    const rel = `${top.relative}/${name}`;
+    const info = lstatSync(file);
+    bytes += account(hash, rel, info);
+    if (info.isSymbolicLink()) hash.update(`${readlinkSync(file)}\0`);
+    else if (info.isDirectory()) stack.push({ dir: file, relative: rel, names: readdirSync(file).sort().reverse() });
+    if (++entries % ENTRIES_PER_TURN === 0) await new Promise((resolve) => setImmediate(resolve));
+  }
   const tree = checkCap(folder, { hash: hash.digest('hex').slice(0, 16), bytes, entries }, env);
   hashed.set(folder, tree);
   return tree;
