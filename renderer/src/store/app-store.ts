@@ -86,6 +86,8 @@ export function applyEvents(store: AppStore, events: readonly EngineEvent[]): vo
   store.setState((state) => {
     let engine = state.engine;
     for (const event of events) engine = applyEvent(engine, event);
+    if (engine === state.engine) return state; // nothing changed (a VM's record repeated): nothing renders
+    const ticked = state.ticked.filter((id) => id in engine.episodes);
     const gone = (id: string | null) => id !== null && !(id in engine.episodes);
     return {
       engine,
@@ -94,7 +96,8 @@ export function applyEvents(store: AppStore, events: readonly EngineEvent[]): vo
       // A selected VM that is gone hands the selection to its neighbour in the episode (selection.ts).
       vmId: state.vmId && !(state.vmId in engine.vms) ? successorAfterRemoval(state, engine, state.vmId) : state.vmId,
       snapshotId: state.snapshotId && !(state.snapshotId in engine.snapshots) ? null : state.snapshotId,
-      ticked: state.ticked.filter((id) => id in engine.episodes),
+      // The same list when none went: a component that selects it does not render again.
+      ticked: ticked.length === state.ticked.length ? state.ticked : ticked,
     };
   });
 }
@@ -140,6 +143,14 @@ export function connectStore(
   let queue: EngineEvent[] = [];
   let loads = 0;
   let scheduled = false;
+  // Every event waits for the next animation frame, and a frame's events are one store update (one render).
+  const enqueue = (event: EngineEvent) => {
+    queue.push(event);
+    if (!scheduled) {
+      scheduled = true;
+      schedule(flush);
+    }
+  };
   const flush = () => {
     scheduled = false;
     if (loads > 0) return;
@@ -164,7 +175,8 @@ export function connectStore(
       setTimeout(() => {
         refreshing.delete(episode);
         call(transport, 'getEpisode', { params: { episode } }).then(
-          (fresh) => applyEvents(store, [{ type: 'episode.updated', episode: fresh }]),
+          // With the frame's events, not an update of its own.
+          (fresh) => enqueue({ type: 'episode.updated', episode: fresh }),
           () => undefined, // deleted meanwhile: its episode.deleted event says so
         );
       }, 300),
@@ -194,11 +206,7 @@ export function connectStore(
       // Samples go to the sparklines' own store, never through React state.
       if (event.type === 'metrics') return metrics?.add(event.vm, event);
       if (event.type === 'vm.removed') metrics?.forget(event.id);
-      queue.push(event);
-      if (!scheduled) {
-        scheduled = true;
-        schedule(flush);
-      }
+      enqueue(event);
     },
     onState: (state, why) => {
       store.setState({ connection: { state, why: why ?? null } });

@@ -68,7 +68,8 @@ function putEpisode(state: EngineState, episode: Episode): EngineState {
   // The episode's VM list is complete: a VM it no longer names is gone.
   const gone = (previous?.vmIds ?? []).filter((id) => !listed.has(id));
   const nextVms = { ...without(state.vms, gone) };
-  for (const vm of vms) nextVms[vm.id] = vm;
+  // A VM the summary repeats unchanged keeps its object: what draws it need not draw again.
+  for (const vm of vms) nextVms[vm.id] = sameVm(state.vms[vm.id], vm) ? state.vms[vm.id]! : vm;
   return {
     ...state,
     episodes: { ...state.episodes, [episode.id]: { ...rest, vmIds: vms.map((vm) => vm.id) } },
@@ -77,8 +78,12 @@ function putEpisode(state: EngineState, episode: Episode): EngineState {
   };
 }
 
+/** The same record as the engine sent it (a VM is small plain JSON, its fields always in the schema's order). */
+const sameVm = (known: Vm | undefined, vm: Vm) => known !== undefined && JSON.stringify(known) === JSON.stringify(vm);
+
 function putVm(state: EngineState, vm: Vm): EngineState {
   const episode = state.episodes[vm.episode];
+  if (episode?.vmIds.includes(vm.id) && sameVm(state.vms[vm.id], vm)) return state;
   const episodes =
     episode && !episode.vmIds.includes(vm.id)
       ? { ...state.episodes, [vm.episode]: { ...episode, vmIds: [...episode.vmIds, vm.id] } }

@@ -22,8 +22,8 @@ import { formatTime } from '../format.js';
 import { snapshotsOf } from '../store/engine-state.js';
 import { expandChain, selectSnapshot, selectVm, selectedVmId, shownVmIds } from '../store/selection.js';
 import {
+  FlowNodeCache,
   READABLE_ZOOM,
-  flowNodes,
   treeViewport,
   type ChainData,
   type ChainNode,
@@ -154,20 +154,14 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
       ),
     [shapeKey, keepKey, expanded],
   );
+  // Unchanged cards keep their node objects, so React Flow and the memoised cards skip them (flow-nodes.ts).
+  const cache = useRef<FlowNodeCache | null>(null);
+  cache.current ??= new FlowNodeCache();
   const nodes = useMemo(
-    () => flowNodes(layout, snapshotsById, here, selected, selectedVm),
+    () => cache.current!.nodesOf(layout, snapshotsById, here, selected, selectedVm),
     [layout, snapshotsById, here, selected, selectedVm],
   );
-  const edges = useMemo<Edge[]>(
-    () =>
-      layout.edges.map((e) => ({
-        id: `${e.source}>${e.target}`,
-        source: e.source,
-        target: e.target,
-        type: 'smoothstep',
-      })),
-    [layout],
-  );
+  const edges = useMemo<Edge[]>(() => cache.current!.edgesOf(layout), [layout]);
   const flow = useRef<ReactFlowInstance<SnapshotNode | ChainNode> | null>(null);
   const box = useRef<HTMLDivElement>(null);
   // The viewport is computed from the layout, not measured: React Flow's own fitView waits for every node to be

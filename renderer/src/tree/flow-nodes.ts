@@ -63,6 +63,56 @@ export function flowNodes(
 }
 
 /**
+ * flowNodes that keeps each node's object from the last call when nothing it draws changed (its place, its snapshot,
+ * the VMs on it by id, name and state, its selection), and the edges likewise: React Flow adopts an unchanged node
+ * object as it is and its memoised card does not render again, so a checkpoint arriving costs one new card and the
+ * nodes it moved, not every card in the tree.
+ */
+export class FlowNodeCache {
+  private nodes = new Map<string, SnapshotNode | ChainNode>();
+  private edges = new Map<string, FlowEdge>();
+
+  nodesOf(...args: Parameters<typeof flowNodes>): (SnapshotNode | ChainNode)[] {
+    const next = new Map<string, SnapshotNode | ChainNode>();
+    const list = flowNodes(...args).map((node) => {
+      const old = this.nodes.get(node.id);
+      const kept = old && sameNode(old, node) ? old : node;
+      next.set(node.id, kept);
+      return kept;
+    });
+    this.nodes = next;
+    return list;
+  }
+
+  edgesOf(layout: TreeLayout): FlowEdge[] {
+    const next = new Map<string, FlowEdge>();
+    const list = layout.edges.map(({ source, target }) => {
+      const id = `${source}>${target}`;
+      const edge = this.edges.get(id) ?? { id, source, target, type: 'smoothstep' };
+      next.set(id, edge);
+      return edge;
+    });
+    this.edges = next;
+    return list;
+  }
+}
+
+export type FlowEdge = { id: string; source: string; target: string; type: 'smoothstep' };
+
+const sameVms = (a: readonly Vm[], b: readonly Vm[]) =>
+  a.length === b.length && a.every((vm, i) => vm.id === b[i]!.id && vm.name === b[i]!.name && vm.state === b[i]!.state);
+
+function sameNode(a: SnapshotNode | ChainNode, b: SnapshotNode | ChainNode): boolean {
+  if (a.type !== b.type || a.position.x !== b.position.x || a.position.y !== b.position.y) return false;
+  if (a.type === 'chain' || b.type === 'chain') {
+    const [x, y] = [a.data as ChainData, b.data as ChainData];
+    return x.count === y.count && x.first === y.first && x.from === y.from && x.to === y.to;
+  }
+  const [x, y] = [a.data, b.data];
+  return x.snapshot === y.snapshot && x.selected === y.selected && x.current === y.current && sameVms(x.here, y.here);
+}
+
+/**
  * The viewport a tree opens at in a pane of `size`, computed from the layout (React Flow's own fitView waits for every
  * node to be measured, which never happens for offscreen nodes when only visible ones are rendered): the whole tree
  * when it can be read so, beside the minimap's `minimapRoom`; else the shown node `focus` (or the newest node) centred
