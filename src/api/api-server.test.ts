@@ -7,6 +7,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { changedLabels } from '../engine/labels.js';
 import { startApiServer, type ApiServer } from '../engine/api-server.js';
 import { ApiClient, ApiClientError } from './api-client.js';
 import { ApiFailure, type ConsoleViewer, type EngineApi } from './engine-api.js';
@@ -58,6 +59,7 @@ function fakeEngine() {
     },
     listVms: () => episode().vms,
     getVm,
+    updateVm: async (ref, { labels }) => ({ ...getVm(ref), labels: changedLabels({}, labels, ref) }),
     network: async (ref, after = 0) => ({
       ...{ vm: getVm(ref).id, enabled: true, ports: getVm(ref).ports, refused: 2, rules: { host: 2 } },
       ...{ frames: null, sockets: null },
@@ -128,7 +130,11 @@ function fakeEngine() {
     },
     listSnapshots: () => [snapshot()],
     getSnapshot: (ref) => find([snapshot()], ref),
-    updateSnapshot: async (ref, request) => ({ ...find([snapshot()], ref), ...request }),
+    updateSnapshot: async (ref, { labels, ...request }) => ({
+      ...find([snapshot()], ref),
+      ...request,
+      ...(labels && { labels: changedLabels({}, labels, ref) }),
+    }),
     deleteSnapshot: async (ref) => void find([snapshot()], ref),
     packMachine: async ({ path }) => ({ path, bytes: 4096, snapshot: snapshot(), memoryData: 0, layers: 1 }),
     openMachine: async () => ({ episode: episode(), vm: vm(VM, 'main') }),
@@ -240,6 +246,7 @@ describe('API transport', () => {
       restore: { snapshot: SN },
       writeConsole: { data: 'ls\n' },
       updateSnapshot: { note: 'kept' },
+      updateVm: { labels: { reward: 0.83 } },
       exec: { argv: ['echo', 'hi'] },
       pullImage: { reference: 'python:3.12-slim' },
       packMachine: { source: 'main', path: '/w/main.smolmachine' },
@@ -328,7 +335,7 @@ describe('API transport', () => {
     expect(await failure(client.request('GET', '/api/v1/vms/vm-zzzzzzzzzz'))).toMatchObject({ status: 404 });
     const wrong = await raw({ socketPath }, 'PUT', `/api/v1/vms/${VM}`);
     expect(wrong.status).toBe(405);
-    expect(wrong.headers.allow).toBe('GET, DELETE');
+    expect(wrong.headers.allow).toBe('GET, PATCH, DELETE');
     expect(s.ApiError.parse(JSON.parse(wrong.text)).error.code).toBe(405);
     expect((await raw({ socketPath }, 'GET', '/api/v1/events')).status).toBe(426);
   });

@@ -24,6 +24,7 @@ import type {
   Screen,
   Snapshot,
   UpdateSnapshotRequest,
+  UpdateVmRequest,
   Vm,
   VmNetwork,
 } from './schema.js';
@@ -113,6 +114,8 @@ export interface EngineApi {
   deleteEpisode(ref: string, force: boolean): Promise<void>;
   listVms(): Vm[];
   getVm(ref: string): Vm;
+  /** Sets or removes the VM's labels (docs/labels.md); kept in its episode's record. */
+  updateVm(ref: string, request: UpdateVmRequest): Promise<Vm>;
   checkpoint(vmRef: string, request: CheckpointRequest): Promise<Snapshot>;
   forkVm(vmRef: string, count: number): Promise<ForkResponse>;
   forkSnapshot(snapshotRef: string, count: number): Promise<ForkResponse>;

@@ -160,6 +160,13 @@ export const OPERATIONS = {
     summary: 'One VM',
     response: s.Vm,
   }),
+  updateVm: operation({
+    method: 'PATCH',
+    path: `${vms}/:vm`,
+    summary: 'Set or remove a VM’s labels (docs/labels.md)',
+    request: s.UpdateVmRequest,
+    response: s.Vm,
+  }),
   removeVm: operation({
     method: 'DELETE',
     path: `${vms}/:vm`,
@@ -288,7 +295,7 @@ export const OPERATIONS = {
   updateSnapshot: operation({
     method: 'PATCH',
     path: `${snapshots}/:snapshot`,
-    summary: 'Rename a snapshot or change its note',
+    summary: 'Rename a snapshot, change its note, or set or remove its labels',
     request: s.UpdateSnapshotRequest,
     response: s.Snapshot,
   }),

@@ -61,6 +61,7 @@ const HANDLERS: Handlers = {
   listSnapshots: (api, p) => ({ snapshots: api.listSnapshots(p.episode) }),
   listVms: (api) => ({ vms: api.listVms() }),
   getVm: (api, p) => api.getVm(p.vm),
+  updateVm: (api, p, body) => api.updateVm(p.vm, body),
   removeVm: (api, p, _b, q) => api.removeVm(p.vm, q.force === 'true'),
   checkpoint: (api, p, body) => api.checkpoint(p.vm, body),
   forkVm: (api, p, body) => api.forkVm(p.vm, body.count),

@@ -24,6 +24,31 @@ const Name = z
 const Note = z.string().max(10_000);
 const Time = z.string().describe('an ISO 8601 time');
 
+/** Labels on a VM or snapshot (docs/labels.md): `{"reward": 0.83, "task": "fix-1234"}`. */
+export const LABEL_LIMITS = { count: 64, keyLength: 64, valueLength: 256 } as const;
+const LABEL_KEY_RULE =
+  'a label key takes letters, digits, “_”, “.”, “:” and “-”, starts with a letter or “_”, and has at most 64';
+export const LabelKey = z.string().regex(/^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$/, LABEL_KEY_RULE);
+export const LabelValue = z.union([z.number().refine(Number.isFinite), z.string().max(LABEL_LIMITS.valueLength)], {
+  error: `a label is a finite number or a string of at most ${LABEL_LIMITS.valueLength} characters`,
+});
+/** Keys checked one by one, so that a bad one is named with the rule (a record's own message does not say it). */
+const labelKeys = (labels: Record<string, unknown>, ctx: z.RefinementCtx) => {
+  for (const key of Object.keys(labels)) {
+    if (!LabelKey.safeParse(key).success) ctx.addIssue({ code: 'custom', path: [key], message: LABEL_KEY_RULE });
+  }
+};
+export const Labels = z
+  .record(z.string(), LabelValue)
+  .superRefine(labelKeys)
+  .refine((labels) => Object.keys(labels).length <= LABEL_LIMITS.count, `at most ${LABEL_LIMITS.count} labels`)
+  .describe('numbers (a reward, a score) or strings (a task id), by key');
+/** Labels to set (a value) or remove (null); the others stay. */
+export const LabelsChange = z
+  .record(z.string(), LabelValue.nullable())
+  .superRefine(labelKeys)
+  .describe('each key set to its value, or removed where the value is null; other labels stay');
+
 export const VmState = z.enum(['creating', 'running', 'paused', 'suspended', 'stopped', 'crashed', 'destroyed']);
 export const EpisodeState = z.enum(['creating', 'running', 'paused', 'suspended', 'crashed', 'stopped', 'empty']);
 export const SnapshotKind = z.enum(['base', 'manual', 'auto', 'fork', 'restore-point', 'suspend']);
@@ -99,6 +124,7 @@ export const Vm = z
      * or fork, `ready`, or `unreachable` when it did not answer in time.
      */
     agent: AgentState,
+    labels: Labels.optional().describe('always present in answers; {} when it has none'),
     /** Its `ports` forwards while it runs (empty otherwise, or without a network). */
     ports: z.array(PortForward),
     /** Whether its Smolfile gives it a network, and how many packets the policy refused since the engine started. */
@@ -153,6 +179,7 @@ export const Snapshot = z
     cpus: z.number().int(),
     /** Deleted by the user but kept because a living snapshot or VM needs its layer. */
     deleted: z.boolean(),
+    labels: Labels.optional().describe('always present in answers; {} when it has none'),
   })
   .meta({ id: 'Snapshot' });
 
@@ -257,9 +284,10 @@ export const FileQuery = z
   .strict();
 
 export const UpdateSnapshotRequest = z
-  .object({ name: Name.optional(), note: Note.optional() })
+  .object({ name: Name.optional(), note: Note.optional(), labels: LabelsChange.optional() })
   .strict()
   .meta({ id: 'UpdateSnapshotRequest' });
+export const UpdateVmRequest = z.object({ labels: LabelsChange }).strict().meta({ id: 'UpdateVmRequest' });
 
 export const RemoveRequest = z
   .object({ force: z.boolean().default(false).describe('remove running VMs too') })
@@ -560,3 +588,6 @@ export type NetworkRefusal = z.infer<typeof NetworkRefusal>;
 export type VmNetwork = z.infer<typeof VmNetwork>;
 export type SmolfileExamples = z.infer<typeof SmolfileExamples>;
 export type HostReport = z.infer<typeof HostReport>;
+export type Labels = z.infer<typeof Labels>;
+export type LabelsChange = z.infer<typeof LabelsChange>;
+export type UpdateVmRequest = z.infer<typeof UpdateVmRequest>;

@@ -2,6 +2,7 @@
 // the engine (docs/engine.md). Each prints for people by default and JSON with --json.
 import { MAX_FORK_COUNT, type Snapshot, type Vm } from '../api/schema.js';
 import { age, bytes, EXIT, helpOr, JSON_FLAG, parseCommand, printJson, printTable, withEngine } from './engine-cli.js';
+import { formatLabels } from './label-command.js';
 import { CommandError } from './errors.js';
 import { buildImageFirst, chooseSmolfile } from './image.js';
 import { withProgress } from './machine-commands.js';
@@ -60,9 +61,9 @@ const pick = (vm: Vm) => ({ id: vm.id, name: vm.name, state: vm.state });
 export const runLs: Run = async (argv) => {
   const HELP = `Usage: smol ls [--json]
 
-Lists every VM of every episode: id, name, episode, state, uptime, the snapshot it is at and, for a running VM
-with a network, its forwarded ports (127.0.0.1:41235->80/tcp; smol port VM has them one a line). Episodes with no
-VM are listed too.
+Lists every VM of every episode: id, name, episode, state, uptime, the snapshot it is at, for a running VM
+with a network its forwarded ports (127.0.0.1:41235->80/tcp; smol port VM has them one a line), and its labels
+(smol label). Episodes with no VM are listed too.
 `;
   const { flags, help } = parseCommand('ls', argv, JSON_FLAG, { min: 0, max: 0, names: '' });
   if (helpOr(help, HELP)) return 0;
@@ -73,13 +74,23 @@ VM are listed too.
   }
   const rows: string[][] = [];
   for (const episode of episodes) {
-    if (episode.vms.length === 0) rows.push(['-', '-', episode.name, episode.state, '-', '-', '-']);
+    if (episode.vms.length === 0) rows.push(['-', '-', episode.name, episode.state, '-', '-', '-', '-']);
     for (const vm of episode.vms) {
       const state = vm.state === 'stopped' && vm.exit ? `stopped (${vm.exit.reason})` : vm.state;
-      rows.push([vm.id, vm.name, episode.name, state, age(vm.runningSince), vm.snapshot ?? '-', portsColumn(vm.ports)]);
+      const at = vm.snapshot ?? '-';
+      rows.push([
+        vm.id,
+        vm.name,
+        episode.name,
+        state,
+        age(vm.runningSince),
+        at,
+        portsColumn(vm.ports),
+        formatLabels(vm.labels),
+      ]);
     }
   }
-  printTable(['VM', 'NAME', 'EPISODE', 'STATE', 'UPTIME', 'AT SNAPSHOT', 'PORTS'], rows);
+  printTable(['VM', 'NAME', 'EPISODE', 'STATE', 'UPTIME', 'AT SNAPSHOT', 'PORTS', 'LABELS'], rows);
   return 0;
 };
 
@@ -164,7 +175,7 @@ export const runSnapshots: Run = async (argv) => {
   const HELP = `Usage: smol snapshots EPISODE [--tree] [--json]
 
 Lists an episode's snapshots in the order they were taken (the timeline), or as the tree they form (--tree),
-with size on disk and note.
+with size on disk, labels (smol label) and note.
 `;
   const { flags, args, help } = parseCommand(
     'snapshots',
@@ -184,11 +195,12 @@ with size on disk and note.
   for (const vm of episode.vms) if (vm.snapshot) here.set(vm.snapshot, [...(here.get(vm.snapshot) ?? []), vm.name]);
   const label = (s: Snapshot) => {
     const vms = here.get(s.id);
-    return `${s.id} ${s.name} [${s.kind}] ${bytes(s.diskBytes)}${s.note ? ` "${s.note.split('\n')[0]}"` : ''}${vms ? `  <- ${vms.join(', ')}` : ''}`;
+    const labels = Object.keys(s.labels ?? {}).length ? ` {${formatLabels(s.labels)}}` : '';
+    return `${s.id} ${s.name} [${s.kind}] ${bytes(s.diskBytes)}${labels}${s.note ? ` "${s.note.split('\n')[0]}"` : ''}${vms ? `  <- ${vms.join(', ')}` : ''}`;
   };
   if (!flags.tree) {
     printTable(
-      ['SNAPSHOT', 'NAME', 'KIND', 'PARENT', 'TAKEN', 'SIZE', 'NOTE'],
+      ['SNAPSHOT', 'NAME', 'KIND', 'PARENT', 'TAKEN', 'SIZE', 'LABELS', 'NOTE'],
       snapshots.map((s) => [
         s.id,
         s.name,
@@ -196,6 +208,7 @@ with size on disk and note.
         s.parent ?? '-',
         s.created,
         bytes(s.diskBytes),
+        formatLabels(s.labels),
         s.note.split('\n')[0] ?? '',
       ]),
     );

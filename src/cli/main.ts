@@ -66,6 +66,10 @@ const COMMANDS: Record<string, { summary: string; run: () => Promise<Run> }> = {
     summary: 'move a VM to a snapshot (where it was is saved first)',
     run: async () => (await import('./episode-commands.js')).runRestore,
   },
+  label: {
+    summary: 'set or remove labels on a VM or snapshot (reward=0.83 task=fix-1234, key- removes)',
+    run: async () => (await import('./label-command.js')).runLabel,
+  },
   snapshots: {
     summary: "list an episode's snapshots (--tree for the tree)",
     run: async () => (await import('./episode-commands.js')).runSnapshots,

@@ -32,6 +32,7 @@ import type {
   Screen,
   Snapshot,
   UpdateSnapshotRequest,
+  UpdateVmRequest,
   Vm,
   VmNetwork,
 } from '../api/schema.js';
@@ -41,6 +42,7 @@ import { episodeWorkload, withWorkload } from './exec-workload.js';
 import { EngineCore, type EngineOptions } from './engine-core.js';
 import { METRICS_INTERVAL_MS } from './metrics.js';
 import { EpisodeRecord, LIVE_STATES, freshName, type VmRecord } from './episode-registry.js';
+import { changedLabels } from './labels.js';
 import { checkStore, untrusted } from './store-check.js';
 import { imagesDir } from '../guest-build/debian-image.js';
 import { removeLeftPartials } from '../guest-build/volume-image.js';
@@ -756,6 +758,16 @@ export class Engine extends EngineCore implements EngineApi {
       write: (data) => this.writeTo(vm, typeof data === 'string' ? Buffer.from(data) : data),
       detach: () => attachment.detach(),
     };
+  }
+
+  /** Sets or removes a VM's labels (docs/labels.md): saved in its episode's record, announced as vm.updated. */
+  async updateVm(ref: string, request: UpdateVmRequest): Promise<Vm> {
+    const vm = this.vm(ref);
+    vm.labels = changedLabels(vm.labels, request.labels, vm.id);
+    await this.save(this.episodeOf(vm));
+    const view = this.view(vm);
+    this.emit({ type: 'vm.updated', vm: view });
+    return view;
   }
 
   async updateSnapshot(ref: string, request: UpdateSnapshotRequest): Promise<Snapshot> {

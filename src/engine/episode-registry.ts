@@ -2,7 +2,7 @@
 // (id, unique id prefix, or name), and the API's view of them (docs/engine.md, "Episodes and VMs").
 import { z } from 'zod';
 import { ApiFailure } from '../api/engine-api.js';
-import { AgentState, VmExit, VmState, type Episode, type EpisodeState, type Vm } from '../api/schema.js';
+import { AgentState, Labels, VmExit, VmState, type Episode, type EpisodeState, type Vm } from '../api/schema.js';
 
 export const VmRecord = z.object({
   id: z.string(),
@@ -26,6 +26,8 @@ export const VmRecord = z.object({
   suspendedPaused: z.boolean(),
   /** The guest agent of its current instance (records from before the agent read as `none`). */
   agent: AgentState.default('none'),
+  /** Its labels (docs/labels.md); records from before labels have none. */
+  labels: Labels.optional(),
 });
 export type VmRecord = z.infer<typeof VmRecord>;
 
@@ -70,6 +72,7 @@ export function vmView(record: VmRecord, network: VmNetworkView): Vm {
     cpus: record.cpus,
     memoryMiB: record.memoryMiB,
     agent: record.agent,
+    labels: record.labels ?? {},
     ports: network.ports,
     network: network.network,
   };

@@ -108,6 +108,7 @@ describe('publishing and listing snapshots', () => {
       memoryBytes: 256 << 20,
       cpus: 1,
       deleted: false,
+      labels: {},
     });
     expect(snapshot.diskBytes).toBeGreaterThan(0);
     const manifest = JSON.parse(readFileSync(path.join(store.dirFor(snapshot.id), 'manifest.json'), 'utf8'));

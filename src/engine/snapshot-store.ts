@@ -9,6 +9,7 @@ import { SnapshotId, UpdateSnapshotRequest, type Snapshot, type SnapshotKind } f
 import { DISKS_DIR, IMAGES_DIR, layersBelow, newLayerName } from './disk-layers.js';
 import type { DiskDevice } from './live-instance.js';
 import { EpisodeRecords } from './episode-records.js';
+import { changedLabels } from './labels.js';
 import { nearestAncestor, unneededSnapshots } from './snapshot-graph.js';
 import {
   MANIFEST_FORMAT,
@@ -256,8 +257,8 @@ export class SnapshotStore {
     throw new ApiFailure(400, `${ref} is ambiguous: it matches ${which}`);
   }
 
-  /** Renames a living snapshot (names are unique within its episode) or changes its note. */
-  update(id: string, change: { name?: string; note?: string }): Promise<Snapshot> {
+  /** Renames a living snapshot (names are unique within its episode), changes its note, sets or removes labels. */
+  update(id: string, change: UpdateSnapshotRequest): Promise<Snapshot> {
     return this.#serial(async () => {
       const entry = this.#require(id);
       const parsed = UpdateSnapshotRequest.safeParse(change);
@@ -265,7 +266,7 @@ export class SnapshotStore {
         const issue = parsed.error.issues[0]!;
         throw new ApiFailure(400, `${issue.path.join('.') || 'change'}: ${issue.message}`);
       }
-      const { name, note } = parsed.data;
+      const { name, note, labels } = parsed.data;
       const episode = entry.manifest.episode;
       const holder = name && this.#living((m) => m.name === name && m.episode === episode && m.id !== id)[0];
       if (holder) throw new ApiFailure(409, `the name ${name} is taken by ${holder.manifest.id}`);
@@ -273,6 +274,7 @@ export class SnapshotStore {
         ...entry.manifest,
         ...(name === undefined ? {} : { name }),
         ...(note === undefined ? {} : { note }),
+        ...(labels === undefined ? {} : { labels: changedLabels(entry.manifest.labels, labels, id) }),
       };
       return this.#view(await this.#write(manifest));
     });
@@ -442,7 +444,8 @@ export class SnapshotStore {
       volumeImages: _images,
       ...fields
     } = manifest;
-    return { ...fields, parent: nearestAncestor(this.#entries, manifest.id, (m) => m.deleted), diskBytes };
+    const parent = nearestAncestor(this.#entries, manifest.id, (m) => m.deleted);
+    return { ...fields, labels: fields.labels ?? {}, parent, diskBytes };
   }
 
   /** Creation times strictly increase within a store, so the timeline has one order. */
