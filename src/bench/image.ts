@@ -327,7 +327,9 @@ export async function benchImageBoot(options: {
           const t0 = performance.now();
           const { vm } = await smol.up(smolfile, { name: 'boot' });
           const t1 = performance.now();
-          const { exitCode } = await smol.exec(vm.id, ['true']);
+          // The OCI images are host files with no `true` of their own: our busybox in /.smol has one.
+          const argv = row.image === 'builtin' ? ['true'] : ['/.smol/busybox', 'true'];
+          const { exitCode } = await smol.exec(vm.id, argv);
           const t2 = performance.now();
           if (exitCode !== 0) throw new Error(`the agent of ${row.image} ran true with exit status ${exitCode}`);
           row.up_ms.push(t1 - t0);
