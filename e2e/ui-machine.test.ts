@@ -1,8 +1,8 @@
 // Tier 4 (TESTING.md): portable machines as a person uses them (docs/ui.md, "Portable machines"), in Debian's
 // Chromium against a real engine: the count tiny guest is exported from its VM's Export… into a temp path (the
-// dialog prefilled with the data dir's exports folder), opened again with Open machine…, and the new episode's VM
-// counts on from where the packed one was; a corrupt copy of the file is refused in the dialog with the engine's own
-// message. Screenshots machine-*.png in test-results/e2e/.
+// dialog prefilled with the data dir's exports folder), opened again with Open machine… (its manifest shown first,
+// nothing opened until Open), and the new episode's VM counts on from where the packed one was; a corrupt copy of
+// the file is refused in the dialog, at Inspect, with the engine's own message. Screenshots machine-*.png in test-results/e2e/.
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -73,6 +73,20 @@ describe('Export… and Open machine…', { timeout: 180_000 }, () => {
     await page.getByRole('button', { name: 'Open machine…' }).click();
     const dialog = page.getByRole('dialog', { name: 'Open machine' });
     await dialog.getByLabel('Machine file to open').fill(file);
+    // The engine reads the file first and the dialog shows its manifest; nothing is opened until Open.
+    await dialog.getByRole('button', { name: 'Inspect' }).click();
+    const manifest = dialog.getByLabel('Machine manifest');
+    await visible(manifest);
+    const shown = await manifest.innerText();
+    const health = await ui.engine.api.call('health');
+    expect(shown).toMatch(new RegExp(`Made by\\s+smol ${health.version} on `));
+    expect(shown).toMatch(/Memory\s+16 MiB, [\d.]+ (KiB|MiB) of it in the file/);
+    expect(shown).toMatch(/vCPUs\s+1/);
+    expect(shown).toMatch(/Disks\s+none/);
+    expect(shown).toMatch(/Boots\s+kernel count\.elf/);
+    expect(await dialog.getByLabel('Missing CPU features').count()).toBe(0);
+    expect((await ui.episodes()).length).toBe(before.size);
+    await ui.shot('machine-03-manifest-before-open');
     await dialog.getByRole('button', { name: 'Open' }).click();
     const episodes = await until(
       'the opened episode',
@@ -87,7 +101,7 @@ describe('Export… and Open machine…', { timeout: 180_000 }, () => {
     await until('counts past the packed one', consoleText, (text) => Math.max(...counts(text)) > countedBefore + 5);
     const vm = (await ui.episodes()).find((e) => e.id === opened.id)!.vms[0]!;
     expect(vm.state).toBe('running');
-    await ui.shot('machine-03-opened-counting');
+    await ui.shot('machine-04-opened-counting');
   });
 
   step('a corrupt file is refused in the dialog with the engine’s own message', async () => {
@@ -96,7 +110,7 @@ describe('Export… and Open machine…', { timeout: 180_000 }, () => {
     bytes[Math.floor(bytes.length / 2)]! ^= 0xff;
     const corrupt = path.join(scratch, 'corrupt.smolmachine');
     writeFileSync(corrupt, bytes);
-    const said = await ui.engine.api.call('openMachine', { body: { path: corrupt } }).then(
+    const said = await ui.engine.api.call('inspectMachine', { body: { path: corrupt } }).then(
       () => null,
       (error: ApiClientError) => error.message,
     );
@@ -106,12 +120,12 @@ describe('Export… and Open machine…', { timeout: 180_000 }, () => {
     await page.getByRole('button', { name: 'Open machine…' }).click();
     const dialog = page.getByRole('dialog', { name: 'Open machine' });
     await dialog.getByLabel('Machine file to open').fill(corrupt);
-    await dialog.getByRole('button', { name: 'Open' }).click();
+    await dialog.getByRole('button', { name: 'Inspect' }).click();
     const alert = dialog.getByRole('alert');
     await visible(alert);
     expect(await alert.innerText()).toBe(said);
     expect((await ui.episodes()).length).toBe(before);
-    await ui.shot('machine-04-corrupt-refused');
+    await ui.shot('machine-05-corrupt-refused');
     expect(ui.pageErrors).toEqual([]);
   });
 });

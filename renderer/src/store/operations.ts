@@ -56,6 +56,11 @@ export class Operations {
     return packed;
   }
 
+  /** What a .smolmachine file on the engine's host holds, checked, before the user opens it; nothing is written. */
+  async inspectMachine(path: string): Promise<ResponseOf<'inspectMachine'> | undefined> {
+    return this.run('open-machine', 'Checking…', () => call(this.transport, 'inspectMachine', { body: { path } }));
+  }
+
   /** Starts an episode from a .smolmachine file on the engine's host and opens it with its VM selected. */
   async openMachine(path: string): Promise<CreateEpisodeResponse | undefined> {
     this.store.setState((s) => ({ engine: clearOperationProgress(s.engine, 'open') }));

@@ -1,8 +1,8 @@
 // @vitest-environment happy-dom
 // The renderer's half of Export… and Open machine… (the engine's half is e2e/ui-machine.test.ts, against a real
 // engine): the export path prefilled from the engine's data dir, the desktop bridge's save dialog behind Choose…,
-// the progress bar fed by 'pack' progress events, the toast with path and size; a dropped .smolmachine opening at
-// once with the bridge's path in the app, and asking for the path in web mode. The bridge is faked here only.
+// the progress bar fed by 'pack' progress events, the toast with path and size; a dropped .smolmachine read at once
+// with the bridge's path in the app, its manifest (and the CPU features this host lacks) shown before Open, and asking for the path in web mode. The bridge is faked here only.
 import { act } from 'react';
 import { createRoot, type Root } from 'react-dom/client';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -91,6 +91,20 @@ function dropFile(name: string) {
   return { file, event };
 }
 
+/** What the engine's inspectMachine answers for a packed two-vCPU guest with a root disk layer. */
+function inspected(path: string, missing: string[]) {
+  return {
+    ...{ path, bytes: 5 << 20, format: 2, layers: 2, memoryData: 60 << 10, raw: 9 << 20, stored: 5 << 20, chunks: 4 },
+    made: { smol: '0.1.0', host: 'build-7', platform: 'Linux 6.1.0 x86_64', at: T, from: 'main' },
+    snapshot: { id: 'sn-aaaaaaaaaa', name: 'checkpoint-1', kind: 'manual', created: T, cpus: 2, memoryBytes: 16 << 20 },
+    boot: [],
+    disks: [{ kind: 'layer', name: 'sn-aaaaaaaaaa-root.layer', bytes: 4 << 20 }],
+    console: true,
+    cpu: { vendor: 'GenuineIntel', model: 'Xeon', features: 90, missing },
+    smolfile: { name: 'work.smolfile', text: 'image = "debian"\n' },
+  };
+}
+
 describe('Export…', () => {
   it('prefills <data dir>/exports/<episode>-<vm>.smolmachine from the engine’s health', async () => {
     const { transport, requests } = recordingTransport();
@@ -146,7 +160,7 @@ describe('Export…', () => {
 });
 
 describe('a .smolmachine dropped on the window', () => {
-  it('opens at once in the app, with the path the bridge gives, and selects the new episode', async () => {
+  it('shows the manifest at once in the app, with the path the bridge gives; Open starts it and selects it', async () => {
     const paths = new Map<File, string>();
     const bridge = { pathForFile: (file: File) => paths.get(file) ?? '' } as SmolBridge;
     const { transport, requests } = recordingTransport();
@@ -160,20 +174,55 @@ describe('a .smolmachine dropped on the window', () => {
     act(() => void window.dispatchEvent(event));
     expect(event.defaultPrevented).toBe(true);
     await flush();
+    // The engine reads the file first (nothing is opened yet); its manifest shows, then Open opens it.
     expect(requests).toHaveLength(1);
     expect(requests[0]).toMatchObject({
+      method: 'POST',
+      path: '/machines/inspect',
+      body: { path: '/home/me/work.smolmachine' },
+    });
+    expect(byLabel<HTMLInputElement>('Machine file to open')!.value).toBe('/home/me/work.smolmachine');
+    requests[0]!.answer(inspected('/home/me/work.smolmachine', []));
+    await flush();
+    const manifest = byLabel<HTMLElement>('Machine manifest')!.textContent!;
+    expect(manifest).toContain('smol 0.1.0 on build-7 (Linux 6.1.0 x86_64)');
+    expect(manifest).toContain('16 MiB, 60 KiB of it in the file');
+    expect(manifest).toContain('vCPUs2');
+    expect(manifest).toContain('layer sn-aaaaaaaaaa-root.layer (4.0 MiB)');
+    expect(byLabel('Missing CPU features')).toBeNull();
+    act(() => button('Open')!.click());
+    await flush();
+    expect(requests[1]).toMatchObject({
       method: 'POST',
       path: '/machines',
       body: { path: '/home/me/work.smolmachine' },
     });
-    expect(byLabel<HTMLInputElement>('Machine file to open')!.value).toBe('/home/me/work.smolmachine');
     act(() => applyEvents(store, [{ type: 'progress', operation: 'open', vm: null, done: 5, total: 10 }]));
     expect(byLabel<HTMLProgressElement>('Open progress')!.value).toBe(5);
     const opened = { ...episode, id: 'ep-bbbbbbbbbb', name: 'work', vms: [{ ...vm, id: 'vm-bbbbbbbbbb' }] };
     act(() => applyEvents(store, [{ type: 'episode.created', episode: opened }]));
-    requests[0]!.answer({ episode: opened, vm: opened.vms[0] });
+    requests[1]!.answer({ episode: opened, vm: opened.vms[0] });
     await flush();
     expect(store.getState()).toMatchObject({ dialog: null, episodeId: 'ep-bbbbbbbbbb', vmId: 'vm-bbbbbbbbbb' });
+    stop();
+  });
+
+  it('names the CPU features this host lacks and does not offer to open the file', async () => {
+    const { transport, requests } = recordingTransport();
+    const store = render(transport);
+    const stop = installMachineDrop(store, window, {
+      pathForFile: () => '/x/avx.smolmachine',
+    } as Partial<SmolBridge> as SmolBridge);
+    dropFile('avx.smolmachine');
+    await flush();
+    requests[0]!.answer(inspected('/x/avx.smolmachine', ['avx512f', 'amx_tile']));
+    await flush();
+    expect(byLabel('Missing CPU features')!.textContent).toContain('avx512f amx_tile');
+    expect(button('Open')!.disabled).toBe(true);
+    // Another path is another file: it is read again before it can be opened.
+    type(byLabel<HTMLInputElement>('Machine file to open')!, '/x/other.smolmachine');
+    expect(byLabel('Machine manifest')).toBeNull();
+    expect(button('Inspect')!.disabled).toBe(false);
     stop();
   });
 

@@ -1,11 +1,15 @@
 // Portable machines in the UI (docs/smolmachine.md, docs/ui.md "Portable machines"): "Export…" packs a VM or a
 // snapshot into a .smolmachine file on the engine's host, "Open machine…" starts an episode from one. Both show the
-// engine's progress events for their operation ('pack', 'open') and its refusals as it words them. In the desktop
+// engine's progress events for their operation ('pack', 'open') and its refusals as it words them; Open machine…
+// shows the file's manifest (inspectMachine: what made it, when, memory, vCPUs, disks, CPU features this host lacks)
+// before the user opens it. In the desktop
 // app a native save dialog picks the export's path (the preload bridge's chooseSavePath).
 import { useEffect, useState } from 'react';
 import { useApp, useAppState } from '../app-context.js';
 import { connected } from '../store/selection.js';
 import { smolBridge } from '../transport/electron-transport.js';
+import type { ResponseOf } from '../../../src/api/operations.js';
+import { formatBytes } from '../format.js';
 import { call } from '../transport/transport.js';
 import { Failure, useClose } from './dialog-parts.js';
 import { Modal } from './Modal.js';
@@ -114,48 +118,94 @@ export function ExportMachine({ source }: { source: { vmId: string } | { snapsho
   );
 }
 
+/** A .smolmachine's manifest as the engine read it (inspectMachine): what made it, when, and what it needs here. */
+function MachineManifest({ seen }: { seen: ResponseOf<'inspectMachine'> }) {
+  const { made, snapshot, cpu } = seen;
+  const rows: Array<[string, string]> = [
+    ['Made by', `smol ${made.smol} on ${made.host} (${made.platform})`],
+    ['When', new Date(made.at).toLocaleString()],
+    ['Packed from', made.from],
+    ['Snapshot', `${snapshot.name} (${snapshot.kind}, ${snapshot.id})`],
+    ['Memory', `${formatBytes(snapshot.memoryBytes)}, ${formatBytes(seen.memoryData)} of it in the file`],
+    ['vCPUs', String(snapshot.cpus)],
+    ['Disks', seen.disks.map((d) => `${d.kind} ${d.name} (${formatBytes(d.bytes)})`).join(', ') || 'none'],
+    ['Boots', seen.boot.map((b) => `${b.role} ${b.name}`).join(', ') || 'its image'],
+    ['Smolfile', seen.smolfile.name],
+    ['File', `${formatBytes(seen.bytes)}, format ${seen.format}${seen.console ? ', with its console screen' : ''}`],
+    ['CPU', `${cpu.vendor} ${cpu.model}: ${cpu.features} features needed`],
+  ];
+  return (
+    <>
+      <dl className="machine-manifest" aria-label="Machine manifest">
+        {rows.map(([term, value]) => (
+          <div key={term}>
+            <dt>{term}</dt>
+            <dd>{value}</dd>
+          </div>
+        ))}
+      </dl>
+      {cpu.missing.length > 0 && (
+        <p className="error" role="alert" aria-label="Missing CPU features">
+          This host lacks CPU features the packed state may use, so the engine will not open it: {cpu.missing.join(' ')}
+        </p>
+      )}
+    </>
+  );
+}
+
 export function OpenMachine({ path: given, start, note }: { path?: string; start?: boolean; note?: string }) {
   const { operations } = useApp();
   const close = useClose();
   const online = useAppState(connected);
   const busy = useAppState((s) => s.busy['open-machine']);
   const [path, setPath] = useState(given ?? '');
+  // The manifest of the file at `path`, once the engine has read it; opening asks for it first.
+  const [seen, setSeen] = useState<ResponseOf<'inspectMachine'> | null>(null);
+  const inspect = (file: string) => void operations.inspectMachine(file).then((found) => setSeen(found ?? null));
   const open = (file: string) => void operations.openMachine(file).then((opened) => opened && close());
-  // A dropped file (in the app) opens at once; its progress and any refusal show here.
+  // A dropped file (in the app) is read at once; its manifest shows here to confirm.
   useEffect(() => {
-    if (start && given && online) open(given);
+    if (start && given && online) inspect(given);
   }, []);
+  const blocked = !!seen && seen.cpu.missing.length > 0;
   return (
     <Modal title="Open machine" onClose={close}>
       <form
         onSubmit={(e) => {
           e.preventDefault();
-          if (path.trim()) open(path.trim());
+          if (!path.trim()) return;
+          if (seen) open(path.trim());
+          else inspect(path.trim());
         }}
       >
         <p>
           Starts a new episode from a <code>.smolmachine</code> file: its first VM goes on from the packed state. The
-          file is checked whole (its digest, its manifest, this host’s CPU features) before anything reaches the store.
+          engine reads the file first and shows what it holds; nothing reaches the store until you open it, and then the
+          file is checked whole (its digest, every chunk, this host’s CPU features).
         </p>
         {note && <p className="note">{note}</p>}
         <label>
           File (on the engine’s host)
           <input
             value={path}
-            onChange={(e) => setPath(e.target.value)}
+            onChange={(e) => {
+              setPath(e.target.value);
+              setSeen(null);
+            }}
             placeholder="/home/me/machines/work.smolmachine"
             aria-label="Machine file to open"
             spellCheck={false}
           />
         </label>
-        {busy && <OperationProgress operation="open" label="Open progress" />}
+        {seen && <MachineManifest seen={seen} />}
+        {busy === 'Opening…' && <OperationProgress operation="open" label="Open progress" />}
         <Failure on="open-machine" />
         <div className="row end">
           <button type="button" onClick={close}>
             {busy ? 'Close' : 'Cancel'}
           </button>
-          <button type="submit" className="primary" disabled={!online || !path.trim() || !!busy}>
-            {busy ?? 'Open'}
+          <button type="submit" className="primary" disabled={!online || !path.trim() || !!busy || blocked}>
+            {busy ?? (seen ? 'Open' : 'Inspect')}
           </button>
         </div>
       </form>
