@@ -9,6 +9,7 @@ import type {
   Episode,
   ForkResponse,
   GcResult,
+  LabelsChange,
   Logs,
   MemoryStats,
   MetricsHistory,
@@ -107,6 +108,18 @@ export class Smol {
   /** Renames a snapshot or changes its note. */
   updateSnapshot(ref: string, changes: { name?: string; note?: string }): Promise<Snapshot> {
     return this.api.call('updateSnapshot', { params: { snapshot: ref }, body: changes });
+  }
+
+  /**
+   * Sets labels on a VM or a snapshot (docs/labels.md): `{ reward: 0.83, task: 'fix-1234' }`; `null` removes a key,
+   * the others stay. Resolves with the VM or snapshot as it now is.
+   */
+  labelVm(vmRef: string, labels: LabelsChange): Promise<Vm> {
+    return this.api.call('updateVm', { params: { vm: vmRef }, body: { labels } });
+  }
+
+  labelSnapshot(ref: string, labels: LabelsChange): Promise<Snapshot> {
+    return this.api.call('updateSnapshot', { params: { snapshot: ref }, body: { labels } });
   }
 
   /** Deletes a snapshot; its memory layer stays while a later snapshot or a live VM needs it. */

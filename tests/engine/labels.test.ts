@@ -41,11 +41,15 @@ describe('labels and rewards', () => {
     expect(bad.status).toBe(2);
     expect(bad.stderr).toMatch(/nothing: expected key=value \(set\) or key- \(remove\)/);
 
+    // The TypeScript SDK's own calls.
+    expect((await smol.labelVm(vm.id, { score: 7, task: null })).labels).toEqual({ reward: 0.83, score: 7 });
+    expect((await smol.labelSnapshot(checkpoint.id, { best: null })).labels).toEqual({ reward: 1 });
+
     // Kept in the episode record and the snapshot's manifest: the next engine has them.
     expect((await home.smol(['engine', 'stop'])).status).toBe(0);
     const { episodes } = await home.json<{ episodes: Episode[] }>(['ls']);
-    expect(episodes[0]!.vms[0]!.labels).toEqual({ reward: 0.83, task: 'fix-1234' });
+    expect(episodes[0]!.vms[0]!.labels).toEqual({ reward: 0.83, score: 7 });
     const after = await home.json<{ snapshots: Snapshot[] }>(['snapshots', 'lab']);
-    expect(after.snapshots.find((s) => s.name === 'try-1')!.labels).toEqual({ reward: 1, best: 'yes' });
+    expect(after.snapshots.find((s) => s.name === 'try-1')!.labels).toEqual({ reward: 1 });
   });
 });
