@@ -106,6 +106,11 @@ export class VmHostCgroup {
         // a kernel without it: the pages stay charged where they were
       }
     }
+    // Never a pid seen from inside a PID namespace (a jailed vmhost is 1 there): written here it would move the
+    // host's process of that number, init itself, under this vmhost's limits (seen once, from an early jail).
+    if (!Number.isInteger(pid) || pid <= 1 || pid === process.pid) {
+      throw new Error(`${pid} is not a vmhost's host pid; it does not join ${this.dirs[0]}`);
+    }
     for (const dir of this.dirs) writeFileSync(path.join(dir, 'cgroup.procs'), String(pid));
   }
 
