@@ -1,6 +1,6 @@
 // The engine's machinery under its API (engine.ts): records and their persistence, one vmhost per episode, console
 // hubs, per-VM locks, events, and the primitive moves of a VM (boot, restore, checkpoint, suspend, kill, reset).
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { AgentClient } from '../agent-client/agent-client.js';
 import { ApiFailure } from '../api/engine-api.js';
@@ -809,7 +809,14 @@ export class EngineCore {
     } catch (error) {
       // Whatever the vmhost wrote is never published (a vmhost that died mid-write leaves files, and this engine
       // may run for days before a start-up recovery would sweep them).
-      rmSync(this.store.dirFor(id), { recursive: true, force: true });
+      const dir = this.store.dirFor(id);
+      rmSync(dir, { recursive: true, force: true });
+      // and the VMM's own unfinished directory beside it (DIR.partial-N), which it renames into place when done
+      for (const name of readdirSync(path.dirname(dir))) {
+        if (name.startsWith(`${path.basename(dir)}.partial-`)) {
+          rmSync(path.join(path.dirname(dir), name), { recursive: true, force: true });
+        }
+      }
       if (top && next) await this.settleFailedDiskSwitch(live, top, next);
       for (const [i, [device, file]] of volumeNext.entries()) {
         await this.settleFailedDiskSwitch(live, volumes[i]![1], file, device);

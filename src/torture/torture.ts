@@ -4,7 +4,7 @@
 // kill the next engine must start, `smol store check` must find nothing wrong, every published snapshot must restore
 // and run, no vmhost may outlive its engine, and a .smolmachine cut short must not open. The same data dir goes
 // through every iteration, so what one kill leaves is what the next one starts from.
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -196,10 +196,10 @@ export async function torture(options: TortureOptions): Promise<TortureReport> {
     }
     const problems: string[] = [];
     try {
-      const check = cli(['store', 'check', '--json']);
+      const check = await cli(['store', 'check', '--json']);
       if (check.status !== 0) problems.push(`smol store check exited ${check.status}: ${check.stdout}${check.stderr}`);
       if (existsSync(machine)) {
-        const inspect = cli(['inspect', machine]);
+        const inspect = await cli(['inspect', machine]);
         if (inspect.status !== 0)
           problems.push(`a .smolmachine cut short is left at ${machine} and does not open: ${inspect.stderr.trim()}`);
       }
@@ -311,11 +311,19 @@ export async function torture(options: TortureOptions): Promise<TortureReport> {
     for (const extra of vms.slice(4)) await smol.removeVm(extra.id).catch(() => undefined);
   }
 
-  function cli(args: string[]) {
-    return spawnSync(process.execPath, [path.join(packageRoot, 'bin', 'smol.js'), ...args], {
-      env: { ...plainEnv(), SMOL_HOME: home },
-      encoding: 'utf8',
-      timeout: 120_000,
+  /**
+   * `smol ARGS`, without blocking this process: a client blocked for seconds keeps a pooled connection the engine
+   * has closed meanwhile, and its next request fails with EPIPE for a reason that is the harness's own.
+   */
+  function cli(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+    return new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        [path.join(packageRoot, 'bin', 'smol.js'), ...args],
+        { env: { ...plainEnv(), SMOL_HOME: home }, encoding: 'utf8', timeout: 120_000 },
+        (error, stdout, stderr) =>
+          resolve({ status: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
+      );
     });
   }
 }
