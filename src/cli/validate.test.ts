@@ -70,9 +70,9 @@ describe('smol validate output', () => {
   });
 
   it('volumes are described with their folders and guest paths', () => {
-    const text = 'volumes = ["./tmp:/app", "/:/host:ro"]\n';
+    const text = 'volumes = ["./tmp:/app", "/srv:/host:ro"]\n';
     expect(formatValidation('S', parseSmolfile(text, { path: '/S' }))).toBe(
-      'S: ok: image builtin, 1 vCPU, 512 MiB, volume /tmp at /app, volume / at /host (read-only)\n',
+      'S: ok: image builtin, 1 vCPU, 512 MiB, volume /tmp at /app, volume /srv at /host (read-only)\n',
     );
   });
 
