@@ -11,6 +11,7 @@ import type { EngineEvent } from '../../src/api/schema.js';
 import { PER_VM_MIB, PER_VM_PIDS, VMHOST_BASE_MIB, VMHOST_BASE_PIDS } from '../../src/engine/vmhost-limits.js';
 import { EngineHome, eventually } from './engine-home.js';
 
+// A tiny guest's engine test; in the KVM lab (v2) the engine's modules load over 9p, so each case may take minutes.
 const homes: EngineHome[] = [];
 afterEach(() => Promise.all(homes.splice(0).map((home) => home.destroy())), 120_000);
 function newHome(): EngineHome {
@@ -118,7 +119,7 @@ describe('vmhost cgroups', () => {
     await home.smol(['engine', 'stop']);
     const left = existsSync(parent) ? readdirSync(parent).filter((name) => name.startsWith(`${engine}-`)) : [];
     expect(left).toEqual([]);
-  });
+  }, 300_000);
 
   it('a guest that touches more than its cap is stopped with out of memory, another episode goes on', async () => {
     const home = newHome();
@@ -154,5 +155,5 @@ describe('vmhost cgroups', () => {
     } finally {
       stream.close();
     }
-  });
+  }, 300_000);
 });
