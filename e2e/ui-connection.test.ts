@@ -3,21 +3,14 @@
 // palette) instead of letting them fail one by one; when the next engine of the data dir starts, `smol serve` serves
 // it at the same address with the same token and the page goes on by itself. A guest that fails at once shows its
 // error at once, and on a host whose KVM cannot run Linux guests (this one: PVM) the examples that need it are marked.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { HostReport } from '../src/api/schema.js';
-import { newEpisode, sleep, startUiSession, storySteps, until, visible, type UiSession } from './ui-page.js';
+import { newEpisode, sleep, type UiSession, uiStory, until, visible } from './ui-page.js';
 
 const consoleText = () => ui.page.locator('[data-testid=console] .xterm-rows').innerText();
 
 let ui: UiSession;
-const step = storySteps(() => ui, it);
-
-beforeAll(async () => {
-  ui = await startUiSession();
-});
-afterAll(async () => {
-  await ui?.close();
-});
+const step = uiStory((s) => (ui = s));
 
 describe('the connection', () => {
   step('with the engine stopped, the page says so and offers no action', async () => {

@@ -2,18 +2,11 @@
 // the echo guest (which echoes every key it gets, so a key that reached it shows). Opening an episode leaves the
 // keyboard with the page: a `c` opens the checkpoint dialog and never reaches the guest. A click in the console
 // gives it the keys and says so. Dialogs keep the focus in them and close on Escape.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newEpisode, sleep, startUiSession, storySteps, until, visible, type UiSession } from './ui-page.js';
+import { describe, expect } from 'vitest';
+import { newEpisode, sleep, type UiSession, uiStory, until, visible } from './ui-page.js';
 
 let ui: UiSession;
-const step = storySteps(() => ui, it);
-
-beforeAll(async () => {
-  ui = await startUiSession();
-});
-afterAll(async () => {
-  await ui?.close();
-});
+const step = uiStory((s) => (ui = s));
 
 describe('keys', () => {
   let vmId = '';

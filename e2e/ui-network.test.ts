@@ -4,11 +4,11 @@
 // web one as a link to http://127.0.0.1:PORT/ that opens in a new tab, and a count of refused connections that opens
 // their list. Every packet stays on 127.0.0.1.
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newEpisode, startUiSession, storySteps, until, visible, type UiSession } from './ui-page.js';
+import { describe, expect } from 'vitest';
+import { newEpisode, type UiSession, uiStory, until, visible } from './ui-page.js';
 
 let ui: UiSession;
-const step = storySteps(() => ui, it);
+const step = uiStory((s) => (ui = s));
 
 async function freePort(): Promise<number> {
   const server = net.createServer();
@@ -17,13 +17,6 @@ async function freePort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   return port;
 }
-
-beforeAll(async () => {
-  ui = await startUiSession();
-});
-afterAll(async () => {
-  await ui?.close();
-});
 
 describe('a networked VM in the UI', () => {
   let pinned = 0;

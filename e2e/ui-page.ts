@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { CHROMIUM_ARGS } from '../src/bench/ui.js';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
+import { afterAll, beforeAll, it } from 'vitest';
 import type { Episode, Snapshot } from '../src/api/schema.js';
 import { root, startUiEngine, type UiEngine } from './ui-engine.js';
 
@@ -122,4 +123,20 @@ export function storySteps(ui: () => UiSession, it: (name: string, body: () => P
         throw new Error(`${(error as Error).message}\nthe engine side said:\n${ui().engine.log()}`, { cause: error });
       }
     });
+}
+
+/**
+ * The file's one UI session, started before its tests and closed after them, handed to `use` once it runs; returns
+ * its story steps (storySteps). `let ui: UiSession; const step = uiStory((s) => (ui = s));`
+ */
+export function uiStory(use: (ui: UiSession) => void, env: NodeJS.ProcessEnv = {}) {
+  let session: UiSession | undefined;
+  beforeAll(async () => {
+    session = await startUiSession(env);
+    use(session);
+  });
+  afterAll(async () => {
+    await session?.close();
+  });
+  return storySteps(() => session!, it);
 }

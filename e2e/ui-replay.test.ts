@@ -1,18 +1,11 @@
 // Tier 4 (TESTING.md): replaying a VM's console as a person does, in Debian's Chromium against a real engine. The
 // count guest prints four lines a second and the episode checkpoints itself every 2 s, so markers keep arriving
 // while the replay plays: it advances at 1x and at 16x, and keeps its place and its playing state when they do.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newEpisode, sleep, startUiSession, storySteps, until, visible, type UiSession } from './ui-page.js';
+import { describe, expect } from 'vitest';
+import { newEpisode, sleep, type UiSession, uiStory, until, visible } from './ui-page.js';
 
 let ui: UiSession;
-const step = storySteps(() => ui, it);
-
-beforeAll(async () => {
-  ui = await startUiSession();
-});
-afterAll(async () => {
-  await ui?.close();
-});
+const step = uiStory((s) => (ui = s));
 
 /** Lines that do not start at the left (a bare LF taken without its CR steps each line further right). */
 const stairs = (text: string) => text.split('\n').filter((line) => /^\s+\S/.test(line));

@@ -2,19 +2,12 @@
 // forked once: a reload keeps the episode, the selected VM and the selected snapshot; Back and Forward move between
 // the list and the episode; the link (with the page's token) opens the same view in another tab.
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Vm } from '../src/api/schema.js';
-import { newEpisode, shots, startUiSession, storySteps, until, visible, type UiSession } from './ui-page.js';
+import { newEpisode, shots, type UiSession, uiStory, until, visible } from './ui-page.js';
 
 let ui: UiSession;
-const step = storySteps(() => ui, it);
-
-beforeAll(async () => {
-  ui = await startUiSession();
-});
-afterAll(async () => {
-  await ui?.close();
-});
+const step = uiStory((s) => (ui = s));
 
 describe('the address', () => {
   let episodeId = '';

@@ -4,19 +4,12 @@
 // column's header, the other way on a second click, and keep it across a reload; the count guest checkpointed six
 // times: its replay timeline zooms around the pointer and the position keeps its place on the screen, and a click
 // in the marker list jumps to that marker; a window moved away stays put when a marker arrives.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Snapshot, Vm } from '../src/api/schema.js';
-import { newEpisode, sleep, startUiSession, storySteps, until, visible, type UiSession } from './ui-page.js';
+import { newEpisode, sleep, type UiSession, uiStory, until, visible } from './ui-page.js';
 
 let ui: UiSession;
-const step = storySteps(() => ui, it);
-
-beforeAll(async () => {
-  ui = await startUiSession();
-});
-afterAll(async () => {
-  await ui?.close();
-});
+const step = uiStory((s) => (ui = s));
 
 describe('many VMs, sorting and a zoomable replay', () => {
   let crowd = '';

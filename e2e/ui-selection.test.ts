@@ -2,19 +2,12 @@
 // with the echo guest forked into three VMs: the toolbar names the VM it acts on, its node in the tree is
 // highlighted, a "▶ vm" badge selects its VM, and when the selected VM is removed the selection moves to its
 // neighbour, which the C and F shortcuts and the palette then act on; "Restore…" names its VM and offers the others.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Vm } from '../src/api/schema.js';
-import { newEpisode, startUiSession, storySteps, until, visible, type UiSession } from './ui-page.js';
+import { newEpisode, type UiSession, uiStory, until, visible } from './ui-page.js';
 
 let ui: UiSession;
-const step = storySteps(() => ui, it);
-
-beforeAll(async () => {
-  ui = await startUiSession();
-});
-afterAll(async () => {
-  await ui?.close();
-});
+const step = uiStory((s) => (ui = s));
 
 describe('one selected VM', () => {
   let episodeId = '';

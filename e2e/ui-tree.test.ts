@@ -2,18 +2,11 @@
 // episode checkpoints itself every 2 s, so the tree grows while the person looks at it: after they zoom, new
 // snapshots never move the view; Fit fits the whole tree; a named checkpoint is never folded into "+N snapshots";
 // automatic checkpoints can be hidden; the tree pane can be maximised and resized.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newEpisode, sleep, startUiSession, storySteps, until, visible, type UiSession } from './ui-page.js';
+import { describe, expect } from 'vitest';
+import { newEpisode, sleep, type UiSession, uiStory, until, visible } from './ui-page.js';
 
 let ui: UiSession;
-const step = storySteps(() => ui, it);
-
-beforeAll(async () => {
-  ui = await startUiSession();
-});
-afterAll(async () => {
-  await ui?.close();
-});
+const step = uiStory((s) => (ui = s));
 
 describe('the fork tree', () => {
   let episodeId = '';

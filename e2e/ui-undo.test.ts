@@ -1,19 +1,12 @@
 // Tier 4 (TESTING.md): nothing unrecoverable by one click, in Debian's Chromium against a real engine with the echo
 // guest. Reset keeps where the VM was as a checkpoint and its toast's Undo restores it there; deleting several
 // episodes shows one toast with one Undo, and more than three at once asks first.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Episode } from '../src/api/schema.js';
-import { newEpisode, sleep, startUiSession, storySteps, until, visible, type UiSession } from './ui-page.js';
+import { newEpisode, sleep, type UiSession, uiStory, until, visible } from './ui-page.js';
 
 let ui: UiSession;
-const step = storySteps(() => ui, it);
-
-beforeAll(async () => {
-  ui = await startUiSession();
-});
-afterAll(async () => {
-  await ui?.close();
-});
+const step = uiStory((s) => (ui = s));
 
 describe('undo', () => {
   let first: Episode;
