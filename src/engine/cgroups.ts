@@ -6,6 +6,7 @@
 // record).
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { pidAlive } from '../pid-alive.js';
 
 /** The controllers the limits use: memory (the cap, the OOM count), cpu (the quota), pids; cpuacct on v1 (usage). */
 export const LIMIT_CONTROLLERS = ['memory', 'cpu', 'pids'] as const;
@@ -247,15 +248,6 @@ export function engineCgroups(env: NodeJS.ProcessEnv = process.env): CgroupSuppo
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /**
  * Removes the vmhost cgroups (`<engine pid>-<episode>`) of engines that are gone: an engine killed outright (SIGKILL,
  * a crash) cannot remove its own. Only empty cgroups can be removed, so a live process is never touched; `engine`
@@ -271,7 +263,7 @@ export function sweepStale(layout: CgroupLayout, engine?: number): void {
     }
     for (const name of names) {
       const owner = /^(\d+)-/.exec(name)?.[1];
-      if (!owner || (engine !== undefined ? Number(owner) !== engine : alive(Number(owner)))) continue;
+      if (!owner || (engine !== undefined ? Number(owner) !== engine : pidAlive(Number(owner)))) continue;
       try {
         rmdirSync(path.join(dir, name));
       } catch {

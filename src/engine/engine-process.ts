@@ -10,23 +10,9 @@ import { writeFileAtomic } from './atomic-file.js';
 import { enginePaths } from './engine-paths.js';
 import type { VmHostLauncher } from './vmhost-launcher.js';
 
-/**
- * Whether `pid` is a live process. A zombie counts as gone: an engine killed with SIGKILL stays one until its
- * parent (often an init that reaps late, or never) collects it, and its lock must not outlive it that long.
- */
-export function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return true; // no /proc: trust kill(0)
-  }
-}
+import { pidAlive } from '../pid-alive.js';
+
+export { pidAlive };
 
 /**
  * Takes the data dir's lock: a file created with O_EXCL holding our pid. A lock whose process is gone is taken

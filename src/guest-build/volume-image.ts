@@ -20,6 +20,7 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { pidAlive } from '../pid-alive.js';
 
 const run = promisify(execFile);
 
@@ -143,15 +144,6 @@ const PARTIAL = /\.partial-(?:(\d+)-)?[0-9a-f]{12}$/;
 /** A partial file without a pid (an older Smol's) is taken as left behind after this long. */
 const UNOWNED_PARTIAL_MS = 60 * 60 * 1000;
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /**
  * Removes the `*.partial-*` images a killed mke2fs, pull or copy left in `dir` (their writer's pid is gone; one
  * without a pid once it is an hour old); returns their names. Run at engine start and before each build.
@@ -169,7 +161,7 @@ export function removeLeftPartials(dir: string, now = Date.now()): string[] {
     if (!match) continue;
     const file = path.join(dir, name);
     const pid = match[1] === undefined ? null : Number(match[1]);
-    if (pid !== null && alive(pid)) continue;
+    if (pid !== null && pidAlive(pid)) continue;
     if (pid === null) {
       try {
         if (now - lstatSync(file).mtimeMs < UNOWNED_PARTIAL_MS) continue;

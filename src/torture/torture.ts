@@ -11,6 +11,7 @@ import path from 'node:path';
 import { Smol } from '../../sdk/typescript/smol.js';
 import { CRASH_POINTS, type CrashPoint } from '../engine/crash-points.js';
 import { packageRoot } from '../package-root.js';
+import { pidAlive } from '../pid-alive.js';
 
 export interface TortureOptions {
   iterations: number;
@@ -139,7 +140,7 @@ export async function torture(options: TortureOptions): Promise<TortureReport> {
     // logged that a vmhost ended (nothing else ends one in this iteration).
     const died = () =>
       (kill.kind === 'point' && fired(home, kill.point)) ||
-      (enginePid !== undefined && !alive(enginePid)) ||
+      (enginePid !== undefined && !pidAlive(enginePid)) ||
       /the vmhost of .* ended \(/.test(readFrom(path.join(home, 'engine.log'), logFrom));
     let subject: string | null = null;
     try {
@@ -155,7 +156,7 @@ export async function torture(options: TortureOptions): Promise<TortureReport> {
       // The line is written just before the kill: wait for the process itself to be gone (a connection the kernel
       // queued for a dying engine would fail the checks that follow for the wrong reason).
       const pid = firedBy(home, kill.point);
-      if (pid !== null) await until(10_000, () => !alive(pid));
+      if (pid !== null) await until(10_000, () => !pidAlive(pid));
     } else if (subject) {
       const running = churn(smol, subject);
       await sleep(kill.afterMs);
@@ -175,7 +176,7 @@ export async function torture(options: TortureOptions): Promise<TortureReport> {
     }
     const problems: string[] = [];
     // A vmhost must not outlive its engine: it notices the engine is gone and ends.
-    if (enginePid !== undefined && !alive(enginePid)) {
+    if (enginePid !== undefined && !pidAlive(enginePid)) {
       if (!(await until(15_000, () => vmhostPids(home).length === 0))) {
         problems.push(`vmhosts outlived their engine by 15 s: pids ${vmhostPids(home).join(', ')}`);
         killAll(home);
@@ -386,15 +387,6 @@ function fired(home: string, point: CrashPoint): boolean {
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
-  } catch {
-    return false;
-  }
-}
-
 function signal(pid: number): void {
   try {
     process.kill(pid, 'SIGKILL');
@@ -416,7 +408,7 @@ function processesOf(home: string): Array<[number, string[]]> {
     if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
     try {
       const environ = readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0');
-      if (environ.includes(`SMOL_HOME=${home}`) && alive(Number(entry))) found.push([Number(entry), environ]);
+      if (environ.includes(`SMOL_HOME=${home}`) && pidAlive(Number(entry))) found.push([Number(entry), environ]);
     } catch {
       // gone, or not ours to read
     }
@@ -431,12 +423,12 @@ function killAll(home: string): void {
 /** Stops the data dir's engine as a user would (suspending its VMs); kills it when it does not stop. */
 async function stopEngine(home: string): Promise<void> {
   const info = engineInfo(home);
-  if (!info || !alive(info.pid)) return;
+  if (!info || !pidAlive(info.pid)) return;
   spawnSync(process.execPath, [path.join(packageRoot, 'bin', 'smol.js'), 'engine', 'stop', '--home', home], {
     env: plainEnv(),
     timeout: 60_000,
   });
-  if (!(await until(30_000, () => !alive(info.pid)))) signal(info.pid);
+  if (!(await until(30_000, () => !pidAlive(info.pid)))) signal(info.pid);
 }
 
 async function until(timeoutMs: number, check: () => boolean): Promise<boolean> {
