@@ -827,19 +827,7 @@ export class Engine extends EngineCore implements EngineApi {
    */
   async shutdown({ force = false }: { force?: boolean } = {}): Promise<void> {
     if (!force) {
-      const failed: string[] = [];
-      const live = [...this.episodes.values()].flatMap((ep) => ep.vms).filter((vm) => LIVE_STATES.has(vm.state));
-      await Promise.all(
-        live.map((vm) =>
-          this.withLock(vm.id, async () => {
-            if (LIVE_STATES.has(vm.state)) await this.suspendVm(vm, true);
-          }).catch((error: unknown) => {
-            this.options.log(`engine: could not suspend ${vm.id}: ${(error as Error).message}`);
-            const now = LIVE_STATES.has(vm.state) ? 'it goes on running' : `it is ${vm.state} now`;
-            failed.push(`${vm.name} (${vm.id}): ${(error as Error).message}; ${now}`);
-          }),
-        ),
-      );
+      const failed = (await Promise.all(this.#suspendEach())).filter((why) => why !== null);
       if (failed.length > 0) {
         const message =
           `the engine did not stop: ${failed.length === 1 ? 'a VM' : `${failed.length} VMs`} could not be ` +
@@ -859,21 +847,31 @@ export class Engine extends EngineCore implements EngineApi {
   suspendAll(): Promise<void> {
     this.#shuttingDown ??= (async () => {
       this.disarmAll();
-      // Every VM, after whatever is queued on it already (a queued start makes it live): live ones are suspended.
-      const all = [...this.episodes.values()].flatMap((ep) => ep.vms);
-      const suspended = all.map((vm) =>
-        this.withLock(vm.id, async () => {
-          if (LIVE_STATES.has(vm.state)) await this.suspendVm(vm, true);
-        }).catch((error: unknown) =>
-          this.options.log(`engine: could not suspend ${vm.id}: ${(error as Error).message}`),
-        ),
-      );
+      const suspended = this.#suspendEach();
       this.stopping = true; // operations asked for from now on are refused
       await Promise.all(suspended);
       await this.closeHosts();
       await Promise.all([...this.hubs.keys()].map((id) => this.closeHub(id, 'the engine stopped')));
     })();
     return this.#shuttingDown;
+  }
+
+  /**
+   * Suspends every live VM, each after what is queued on it already (a queued start makes it live); each promise
+   * resolves with null, or with why that VM could not be suspended and what it is now (logged too).
+   */
+  #suspendEach(): Array<Promise<string | null>> {
+    const all = [...this.episodes.values()].flatMap((ep) => ep.vms);
+    return all.map((vm) =>
+      this.withLock(vm.id, async () => {
+        if (LIVE_STATES.has(vm.state)) await this.suspendVm(vm, true);
+        return null;
+      }).catch((error: unknown) => {
+        this.options.log(`engine: could not suspend ${vm.id}: ${(error as Error).message}`);
+        const now = LIVE_STATES.has(vm.state) ? 'it goes on running' : `it is ${vm.state} now`;
+        return `${vm.name} (${vm.id}): ${(error as Error).message}; ${now}`;
+      }),
+    );
   }
 }
 
