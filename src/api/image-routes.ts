@@ -1,7 +1,8 @@
 // The image operations of the API (docs/images.md, "The API"): what `smol image ls|pull|rm|prune` do, in the
 // engine, on the engine's guest cache and data dir. An engine may bring its own (`EngineApi.images`, a test's fake);
 // otherwise these work on the files. A pull's progress goes out as `image.pull` events (the UI's bars); rm refuses an
-// image a snapshot or VM needs unless forced, naming what needs it; prune can say first what it would free.
+// image a snapshot or VM needs unless forced, naming what needs it; prune can say first what it would free. The CLI's
+// `smol image rm|prune` run these same operations (src/cli/image.ts), so both refuse and free alike.
 import { imagesDir } from '../guest-build/debian-image.js';
 import { listImages } from '../guest-build/image-list.js';
 import {
@@ -38,7 +39,15 @@ function imageRemovedBy(reference: string): string | null {
   return others.length === 0 ? located.name : null;
 }
 
-function fileImages(home: string, publish: (event: EngineEvent) => void): ImageOperations {
+/**
+ * The image operations on the files of the data dir `home` and the guest cache. `forceOption` is how the caller's
+ * user says force in a refusal (`force=true` over the API, `--force` on the command line).
+ */
+export function fileImageOperations(
+  home: string,
+  options: { publish?: (event: EngineEvent) => void; forceOption?: string } = {},
+): ImageOperations {
+  const publish = options.publish ?? (() => {});
   return {
     list: async () => {
       const users = await imageUsers(home);
@@ -65,7 +74,7 @@ function fileImages(home: string, publish: (event: EngineEvent) => void): ImageO
           throw new ApiFailure(
             409,
             `${reference} is needed by ${describeUsers(users)}: delete ${users.length === 1 ? 'it' : 'them'} first, ` +
-              'or remove it anyway with force=true (the engine keeps its copy until prune finds it unused)',
+              `or remove it anyway with ${options.forceOption ?? 'force=true'} (the engine keeps its copy until prune finds it unused)`,
           );
         }
         return removeOciImage(reference, { home });
@@ -75,4 +84,4 @@ function fileImages(home: string, publish: (event: EngineEvent) => void): ImageO
 }
 
 export const imageOperations = (api: EngineApi): ImageOperations =>
-  api.images ?? fileImages(api.health().home, (event) => api.publish?.(event));
+  api.images ?? fileImageOperations(api.health().home, { publish: (event) => api.publish?.(event) });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Smolfile } from '../smolfile/smolfile.js';
 import { UsageError } from './errors.js';
-import { formatImageBuild, formatImageList, nothingToBuild, parseImageArgs } from './image.js';
+import { formatImageBuild, formatImageList, formatPruned, nothingToBuild, parseImageArgs } from './image.js';
 
 describe('smol image arguments', () => {
   it('build takes -f, --force and --json, and reads ./Smolfile by default', () => {
@@ -36,9 +36,13 @@ describe('smol image arguments', () => {
     expect(parseImageArgs(['rm', 'oci-0123456789abcdef', '--json'])).toEqual({
       action: 'rm',
       reference: 'oci-0123456789abcdef',
+      force: false,
       json: true,
     });
-    expect(parseImageArgs(['prune'])).toEqual({ action: 'prune', json: false });
+    expect(parseImageArgs(['rm', '--force', 'python:3.12-slim'])).toMatchObject({ force: true });
+    expect(parseImageArgs(['prune'])).toEqual({ action: 'prune', dryRun: false, json: false });
+    expect(parseImageArgs(['prune', '--dry-run', '--json'])).toEqual({ action: 'prune', dryRun: true, json: true });
+    expect(() => parseImageArgs(['prune', '--force'])).toThrow(new UsageError('image', 'unknown option --force'));
     expect(() => parseImageArgs(['build', '-f', ''])).toThrow(new UsageError('image', '--file needs a file'));
   });
 
@@ -109,6 +113,28 @@ describe('smol image ls output', () => {
   it('says how to build one when there is none', () => {
     expect(formatImageList('/c/guest/images', [])).toBe(
       'no images in /c/guest/images; build one with smol image build -f <Smolfile>, or smol image pull REF\n',
+    );
+  });
+});
+
+describe('smol image prune output', () => {
+  const removed = [
+    { name: 'oci-0123456789abcdef', file: '/c/guest/images/oci-0123456789abcdef.ext4', bytes: 52.5 * 2 ** 20 },
+    { name: 'blob sha256:ab12', file: '/c/guest/images/blobs/sha256/ab12', bytes: 3 * 2 ** 20 },
+  ];
+
+  it('a dry run gives the total and each file with its size, and says nothing was removed', () => {
+    expect(formatPruned(removed, true)).toBe(
+      [
+        'a prune would free 2 files, 55.5 MiB in all (nothing removed: --dry-run)',
+        '  52.5 MiB  oci-0123456789abcdef  /c/guest/images/oci-0123456789abcdef.ext4',
+        '   3.0 MiB  blob sha256:ab12  /c/guest/images/blobs/sha256/ab12',
+        '',
+      ].join('\n'),
+    );
+    expect(formatPruned(removed, false).split('\n')[0]).toBe('pruned 2 files, 55.5 MiB freed');
+    expect(formatPruned([], true)).toBe(
+      'nothing to prune: every image left is in use by a snapshot or VM, or there is none\n',
     );
   });
 });

@@ -18,14 +18,15 @@ import {
   ensureOciImage,
   listOciImages,
   locateOciImage,
-  pruneImages,
-  removeOciImage,
   type OciImageResult,
   type RemovedImage,
 } from '../guest-build/oci-image.js';
 import { parseReference, shortName } from '../guest-build/oci-reference.js';
 import { workloadOf, type Workload } from '../guest-build/oci-run.js';
 import { smolHomeDir } from '../smol-dirs.js';
+import { ApiFailure } from '../api/engine-api.js';
+import { fileImageOperations } from '../api/image-routes.js';
+import { EXIT } from './engine-cli.js';
 import { LayerDisplay } from './pull-progress.js';
 import { formatProblem, loadSmolfile, type Smolfile } from '../smolfile/smolfile.js';
 import { parseFlags } from './args.js';
@@ -35,8 +36,8 @@ import { runInterruptibleBuild } from './interruptible-build.js';
 export const IMAGE_HELP = `Usage: smol image build [-f FILE] [--force] [--json]
        smol image pull REF [--force] [--json]
        smol image ls [--json]
-       smol image rm REF|NAME [--json]
-       smol image prune [--json]
+       smol image rm REF|NAME [--force] [--json]
+       smol image prune [--dry-run] [--json]
 
 build   Builds the root disk image a Smolfile's image = "debian:<suite>" asks for, unless the
         cache has it: Debian's minbase from deb.debian.org (mmdebstrap), busybox-static and
@@ -51,26 +52,32 @@ pull    Pulls an OCI image and makes it a root disk: python:3.12-slim (Docker Hu
         (--force: convert again). Logins come from ~/.docker/config.json. Needs root.
 ls      Lists the images: Debian and OCI, size as the guest sees it and what each takes on disk.
 rm      Forgets a pulled reference (or an image by name, oci-<hash>); an image no reference
-        names is removed from the cache. Snapshots on it keep their copy (prune frees it
-        once none is left).
+        names is removed from the cache. Refused (exit 4), naming them, while snapshots or
+        VMs of the engine (SMOL_HOME) sit on it; --force removes it anyway, and their copy
+        stays until prune finds it unused.
 prune   Removes every image no snapshot or VM of the engine (SMOL_HOME) sits on, and the
         layers no image left needs. The builtin root disk is smol guest build's and stays.
+        --dry-run: lists what it would remove, with sizes, and removes nothing.
 
 Options:
   -f, --file FILE  the Smolfile (default: ./Smolfile)
-  --force          build or convert again even when the cache has the image
+  --force          build or convert again even when the cache has the image; rm: also
+                   an image snapshots or VMs need
+  --dry-run        prune: say what would be freed, free nothing
   --json           print the result as JSON
   -h, --help       show this help
 
 Cache: \${SMOL_CACHE:-\${XDG_CACHE_HOME:-~/.cache}/smol-studio}/guest/images
-Exit status: 0 done, 1 the build or pull failed or the Smolfile has errors, 2 usage error, 130 interrupted.
+Exit status: 0 done, 1 the build or pull failed or the Smolfile has errors, 2 usage error, 3 rm: no such
+image, 4 rm: snapshots or VMs need it, 130 interrupted.
 `;
 
 export type ImageArgs =
   | { action: 'build'; file: string; force: boolean; json: boolean }
   | { action: 'pull'; reference: string; force: boolean; json: boolean }
-  | { action: 'rm'; reference: string; json: boolean }
-  | { action: 'ls' | 'prune'; json: boolean };
+  | { action: 'rm'; reference: string; force: boolean; json: boolean }
+  | { action: 'prune'; dryRun: boolean; json: boolean }
+  | { action: 'ls'; json: boolean };
 
 const ACTIONS = 'build, pull, ls, rm, prune';
 
@@ -94,16 +101,18 @@ export function parseImageArgs(argv: string[]): ImageArgs | 'help' {
     const flags = parseFlags(
       'image',
       rest.filter((arg) => arg.startsWith('-')),
-      action === 'pull' ? { ...common, force: { type: 'boolean', default: false } } : common,
+      { ...common, force: { type: 'boolean', default: false } },
     );
     if (flags.help) return 'help';
     if (references.length !== 1)
       throw new UsageError('image', `${action} takes one image reference (smol image ${action} python:3.12-slim)`);
-    const reference = references[0]!;
-    if (action === 'rm') return { action, reference, json: flags.json };
-    return { action, reference, force: (flags as { force?: boolean }).force ?? false, json: flags.json };
+    return { action, reference: references[0]!, force: flags.force, json: flags.json };
   }
-  if (action === 'ls' || action === 'prune') {
+  if (action === 'prune') {
+    const flags = parseFlags('image', rest, { ...common, 'dry-run': { type: 'boolean', default: false } });
+    return flags.help ? 'help' : { action, dryRun: flags['dry-run'], json: flags.json };
+  }
+  if (action === 'ls') {
     const flags = parseFlags('image', rest, common);
     return flags.help ? 'help' : { action, json: flags.json };
   }
@@ -228,9 +237,13 @@ export async function runImage(argv: string[]): Promise<number> {
       return 0;
     }
     case 'rm': {
-      const result = await removeOciImage(args.reference, { home: smolHomeDir() }).catch((err: Error) => {
-        throw new CommandError(`image rm: ${err.message}`);
-      });
+      const result = await cliImages()
+        .remove(args.reference, args.force)
+        .catch((err: Error) => {
+          const status = err instanceof ApiFailure ? err.status : 0;
+          const exit = status === 404 ? EXIT.notFound : status === 409 ? EXIT.conflict : EXIT.failed;
+          throw new CommandError(`image rm: ${err.message}`, exit);
+        });
       const kept = result.inUse
         ? ` (snapshots still sit on it: the engine's copy in ${path.join(smolHomeDir(), 'images')} stays until smol image prune finds it unused)`
         : '';
@@ -238,22 +251,31 @@ export async function runImage(argv: string[]): Promise<number> {
       return 0;
     }
     case 'prune': {
-      const removed = await pruneImages({ home: smolHomeDir() });
-      print(
-        { removed },
-        removed.length === 0
-          ? 'nothing to prune: every image left is in use by a snapshot or VM, or there is none\n'
-          : `pruned ${formatRemoved(removed)}\n${removed.map((r) => `  ${r.file}`).join('\n')}\n`,
-      );
+      const { removed } = await cliImages().prune(args.dryRun);
+      print({ removed, dryRun: args.dryRun }, formatPruned(removed, args.dryRun));
       return 0;
     }
   }
 }
 
-function formatRemoved(removed: RemovedImage[]): string {
-  if (removed.length === 0) return 'nothing freed';
+/** The API's image operations on this data dir and cache, as the engine runs them, with refusals worded for here. */
+const cliImages = () => fileImageOperations(smolHomeDir(), { forceOption: '--force' });
+
+function formatRemoved(removed: RemovedImage[], verb = 'freed'): string {
+  if (removed.length === 0) return `nothing ${verb}`;
   const bytes = removed.reduce((sum, r) => sum + r.bytes, 0);
-  return `${removed.length} file${removed.length === 1 ? '' : 's'}, ${mib(bytes)} freed`;
+  return `${removed.length} file${removed.length === 1 ? '' : 's'}, ${mib(bytes)} ${verb}`;
+}
+
+/** What `smol image prune [--dry-run]` prints: the total, then each file with its size. */
+export function formatPruned(removed: RemovedImage[], dryRun: boolean): string {
+  if (removed.length === 0)
+    return 'nothing to prune: every image left is in use by a snapshot or VM, or there is none\n';
+  const head = dryRun
+    ? `a prune would free ${formatRemoved(removed, 'in all')} (nothing removed: --dry-run)`
+    : `pruned ${formatRemoved(removed)}`;
+  const width = Math.max(...removed.map((r) => mib(r.bytes).length));
+  return [head, ...removed.map((r) => `  ${mib(r.bytes).padStart(width)}  ${r.name}  ${r.file}`)].join('\n') + '\n';
 }
 
 /** ensureOciImage with the step progress and one line per layer on stderr, and Ctrl-C honoured. */

@@ -1,6 +1,7 @@
 // The image lifecycle through the API's image operations (src/api/image-routes.ts, what the engine runs for
 // GET/POST/DELETE /api/v1/images and POST /api/v1/images/prune): pull, list, rm, and prune keeping what a disk
 // layer (a snapshot's or a VM's) sits on. The cache is a temporary SMOL_CACHE; the layer a real layer header.
+import { spawnSync } from 'node:child_process';
 import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,13 +30,24 @@ afterAll(() => {
 });
 
 /** A disk layer file as the VMM writes its header: magic, flags, the path of the image below. */
-function layerOver(below: string): void {
+function layerOver(below: string, inHome = home): void {
   const header = Buffer.alloc(4096);
   header.write('SMOLDISK', 0, 'latin1');
   header.writeUInt32LE(1, 20); // frozen: a snapshot's
   header.writeUInt32LE(Buffer.byteLength(below), 88);
   header.write(below, 96, 'utf8');
-  writeFileSync(path.join(home, 'disks', '0123456789abcdef0123.layer'), header);
+  writeFileSync(path.join(inHome, 'disks', '0123456789abcdef0123.layer'), header);
+}
+
+/** The real `smol` (bin/smol.js: dist/, or SMOL_DIST's build) on the data dir `inHome` and the test's cache. */
+function smol(inHome: string, args: string[]) {
+  const bin = path.resolve(import.meta.dirname, '../../bin/smol.js');
+  const run = spawnSync(process.execPath, [bin, ...args], {
+    env: { ...process.env, SMOL_HOME: inHome },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  return { status: run.status, stdout: run.stdout, stderr: run.stderr };
 }
 
 describe.skipIf(!asRoot)('the image lifecycle (as root)', () => {
@@ -121,4 +133,67 @@ describe.skipIf(!asRoot)('the image lifecycle (as root)', () => {
     expect(existsSync(path.join(home, 'images', kept)) && existsSync(path.join(cacheImages, kept))).toBe(true);
     expect(existsSync(path.join(home, 'images', freed)) || existsSync(path.join(cacheImages, freed))).toBe(false);
   });
+
+  it('smol image rm refuses an image a snapshot needs, naming it, unless --force; prune --dry-run frees nothing', async () => {
+    // The CLI runs the API's own image operations: the same refusal, worded with --force, exit 4 (wrong state).
+    const cliHome = path.join(scratch, 'cli-home');
+    const images = imageOperations({ health: () => ({ home: cliHome }) } as unknown as EngineApi);
+    mkdirSync(path.join(cliHome, 'disks'), { recursive: true });
+    mkdirSync(path.join(cliHome, 'images'));
+    const kept = writeLayout(path.join(scratch, 'kept'), await busyboxLayers(), 'v1');
+    const spareLayer = await tarOf([{ header: { name: 'etc/spare' }, data: 'spare' }]);
+    const spare = writeLayout(path.join(scratch, 'spare'), [...(await busyboxLayers()), spareLayer]);
+    const a = await images.pull({ reference: `oci:${kept.dir}:v1` });
+    const b = await images.pull({ reference: `oci:${spare.dir}:v1` });
+    const adopted = path.join(cliHome, 'images', `${a.name}.ext4`);
+    linkSync(a.file, adopted);
+    layerOver(adopted, cliHome);
+    const snapshot = path.join(cliHome, 'snapshots', 'sn-dddddddddd');
+    mkdirSync(snapshot, { recursive: true });
+    const manifest = {
+      id: 'sn-dddddddddd',
+      episode: 'ep-eeeeeeeeee',
+      name: 'kept',
+      diskLayers: ['0123456789abcdef0123.layer'],
+    };
+    writeFileSync(path.join(snapshot, 'manifest.json'), JSON.stringify(manifest));
+
+    const refused = smol(cliHome, ['image', 'rm', `oci:${kept.dir}:v1`]);
+    expect(refused.status, refused.stderr).toBe(4);
+    expect(refused.stderr).toBe(
+      `smol: image rm: oci:${kept.dir}:v1 is needed by snapshot "kept" (sn-dddddddddd) of episode ep-eeeeeeeeee: ` +
+        'delete it first, or remove it anyway with --force (the engine keeps its copy until prune finds it unused)\n',
+    );
+    expect(existsSync(a.file)).toBe(true);
+    const missing = smol(cliHome, ['image', 'rm', 'oci:/no/such/layout:v1']);
+    expect(missing.status).toBe(3);
+    expect(missing.stderr).toMatch(/^smol: image rm: no image oci:\/no\/such\/layout:v1 in /);
+
+    // A dry run lists what a prune would free, with sizes, the same as the API's, and removes none of it.
+    const planned = await images.prune(true);
+    const names = planned.removed.map((r) => r.name);
+    expect(names).toContain(b.name);
+    expect(names).not.toContain(a.name);
+    const dry = smol(cliHome, ['image', 'prune', '--dry-run']);
+    expect(dry.status, dry.stderr).toBe(0);
+    const lines = dry.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^a prune would free \d+ files, [\d.]+ MiB in all \(nothing removed: --dry-run\)$/);
+    const size = `${(planned.removed.find((r) => r.name === b.name)!.bytes / 2 ** 20).toFixed(1)} MiB`;
+    expect(lines.map((line) => line.trim())).toContain(`${size}  ${b.name}  ${b.file}`);
+    const json = JSON.parse(smol(cliHome, ['image', 'prune', '--dry-run', '--json']).stdout) as { removed: unknown };
+    expect(json.removed).toEqual(planned.removed);
+    for (const r of planned.removed) expect(existsSync(r.file), r.file).toBe(true);
+
+    // --force removes it from the cache; the snapshot's copy stays, and the output says so.
+    const forced = smol(cliHome, ['image', 'rm', `oci:${kept.dir}:v1`, '--force']);
+    expect(forced.status, forced.stderr).toBe(0);
+    expect(forced.stdout).toMatch(/^removed oci:.*: \d+ files?, [\d.]+ MiB freed \(snapshots still sit on it: /);
+    expect(existsSync(a.file)).toBe(false);
+    expect(existsSync(adopted)).toBe(true);
+    const pruned = smol(cliHome, ['image', 'prune']);
+    expect(pruned.status, pruned.stderr).toBe(0);
+    expect(pruned.stdout).toContain(b.name);
+    expect(existsSync(b.file)).toBe(false);
+    expect(existsSync(adopted)).toBe(true); // the snapshot's layer still sits on it
+  }, 120_000);
 });
