@@ -63,7 +63,7 @@ export class Smol {
    * Starts an episode from a .smolmachine file (docs/smolmachine.md): its first VM continues the packed state. The
    * file is checked whole first; a damaged one, a newer format or a CPU this host lacks features of is refused.
    */
-  upFrom(machineFile: string, options: { name?: string } = {}): Promise<CreateEpisodeResponse> {
+  upFrom(machineFile: string, options: { name?: string; requestId?: string } = {}): Promise<CreateEpisodeResponse> {
     return this.api.call('openMachine', { body: { path: path.resolve(machineFile), ...options } });
   }
 
@@ -75,9 +75,12 @@ export class Smol {
     return this.api.call('inspectMachine', { body: { path: path.resolve(machineFile) } });
   }
 
-  /** Packs a VM (a running one is checkpointed first) or a snapshot into a .smolmachine file. */
-  pack(source: string, machineFile: string): Promise<PackMachineResponse> {
-    return this.api.call('packMachine', { body: { source, path: path.resolve(machineFile) } });
+  /**
+   * Packs a VM (a running one is checkpointed first) or a snapshot into a .smolmachine file. `requestId` tags the
+   * pack's `progress` events (`request`), so a client with several packs under way tells them apart.
+   */
+  pack(source: string, machineFile: string, options: { requestId?: string } = {}): Promise<PackMachineResponse> {
+    return this.api.call('packMachine', { body: { source, path: path.resolve(machineFile), ...options } });
   }
 
   async episodes(): Promise<Episode[]> {

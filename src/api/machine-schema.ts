@@ -6,10 +6,16 @@ import { Ref } from './schema.js';
 
 const FilePath = z.string().min(1).max(4096).describe('a path on the engine’s host; relative to the engine’s cwd');
 
+const RequestId = z
+  .string()
+  .regex(/^[A-Za-z0-9._-]{1,64}$/)
+  .describe('a name the client chose for this request; the `progress` events of its work carry it as `request`');
+
 export const PackMachineRequest = z
   .object({
     source: Ref.describe('a VM (a running one is checkpointed first) or a snapshot'),
     path: FilePath,
+    requestId: RequestId.optional(),
   })
   .strict();
 export type PackMachineRequest = z.infer<typeof PackMachineRequest>;
@@ -34,6 +40,7 @@ export const OpenMachineRequest = z
       .max(100)
       .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/)
       .optional(),
+    requestId: RequestId.optional(),
   })
   .strict();
 export type OpenMachineRequest = z.infer<typeof OpenMachineRequest>;

@@ -511,6 +511,8 @@ export const EngineEvent = z
       vm: VmId.nullable(),
       done: z.number(),
       total: z.number(),
+      /** The `requestId` the request named, when it named one: two packs or opens at once tell their bars apart. */
+      request: z.string().optional(),
     }),
     z.object({
       /** An image pull of the API's (pullImage): its steps, and each layer's as `docker pull` shows them. */

@@ -42,7 +42,9 @@ running when this returns. With --from, the episode's first VM continues the sta
       );
     }
     const from = flags.from;
-    result = await withEngine((smol) => withProgress(smol, 'open', 'open', () => smol.upFrom(from, options)));
+    result = await withEngine((smol) =>
+      withProgress(smol, 'open', 'open', (requestId) => smol.upFrom(from, { ...options, requestId })),
+    );
   } else {
     const file = chooseSmolfile('up', flags);
     await buildImageFirst(file);

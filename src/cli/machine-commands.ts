@@ -1,6 +1,7 @@
 // `smol pack VM|SNAPSHOT -o FILE.smolmachine`, `smol up --from FILE` (episode-commands.ts) and `smol inspect FILE`:
 // portable machines (docs/smolmachine.md). Packing and opening run in the engine (it owns the store); the progress
 // line comes from its `progress` events. Inspecting reads and checks the file here, without an engine.
+import { randomUUID } from 'node:crypto';
 import type { Smol } from '../../sdk/typescript/smol.js';
 import { ProgressDisplay } from '../guest-build/build-progress.js';
 import { openMachine } from '../engine/smolmachine-file.js';
@@ -10,14 +11,24 @@ import { CommandError } from './errors.js';
 
 type Run = (argv: string[]) => Promise<number>;
 
-/** Runs `work` with a progress line drawn from the engine's `progress` events of `operation`. */
-export async function withProgress<T>(smol: Smol, operation: string, step: string, work: () => Promise<T>): Promise<T> {
+/**
+ * Runs `work` with a progress line drawn from the engine's `progress` events of `operation` that carry the request id
+ * `work` is given to send (so another client's pack or open at the same time does not move this bar).
+ */
+export async function withProgress<T>(
+  smol: Smol,
+  operation: string,
+  step: string,
+  work: (requestId: string) => Promise<T>,
+): Promise<T> {
+  const requestId = `cli-${randomUUID()}`;
   const display = new ProgressDisplay(process.stderr);
   let opened = () => {};
   const open = new Promise<void>((resolve) => (opened = resolve));
   const events = smol.api.events(
     (event) => {
-      if (event.type !== 'progress' || event.operation !== operation || event.total <= 0) return;
+      if (event.type !== 'progress' || event.operation !== operation || event.request !== requestId) return;
+      if (event.total <= 0) return;
       const detail = `${bytes(event.done)} of ${bytes(event.total)}`;
       display.report({ step, detail, fraction: event.done / event.total });
     },
@@ -26,7 +37,7 @@ export async function withProgress<T>(smol: Smol, operation: string, step: strin
   try {
     await open; // so that no progress event is missed
 
-    return await work();
+    return await work(requestId);
   } finally {
     events.close();
     display.finish();
@@ -49,7 +60,9 @@ pauses only as long as that. Start it anywhere with smol up --from FILE.
   if (helpOr(help, HELP)) return 0;
   if (!flags.output) throw new CommandError('pack: -o FILE.smolmachine is required', 2);
   const out = flags.output;
-  const result = await withEngine((smol) => withProgress(smol, 'pack', 'pack', () => smol.pack(args[0]!, out)));
+  const result = await withEngine((smol) =>
+    withProgress(smol, 'pack', 'pack', (requestId) => smol.pack(args[0]!, out, { requestId })),
+  );
   if (flags.json) printJson(result);
   else
     process.stdout.write(

@@ -308,7 +308,8 @@ export class Engine extends EngineCore implements EngineApi {
       version: this.options.version,
       from: request.source,
       out,
-      onProgress: (done, total) => this.emit({ type: 'progress', operation: 'pack', vm: vm?.id ?? null, done, total }),
+      onProgress: (done, total) =>
+        this.emit({ type: 'progress', operation: 'pack', vm: vm?.id ?? null, done, total, ...requestOf(request) }),
     });
     this.options.log(`engine: packed ${snapshot.id} into ${out} (${bytes} bytes)`);
     return { path: out, bytes, snapshot, memoryData: manifest.totals.memoryData, layers: manifest.snapshots.length };
@@ -345,7 +346,14 @@ export class Engine extends EngineCore implements EngineApi {
   async openMachine(request: OpenMachineRequest): Promise<CreateEpisodeResponse> {
     const file = path.resolve(request.path);
     const unpacked = await unpackMachine(this.options.home, this.store, file, (done, total) =>
-      this.emit({ type: 'progress', operation: 'open', vm: null, done: Math.round(done), total }),
+      this.emit({
+        type: 'progress',
+        operation: 'open',
+        vm: null,
+        done: Math.round(done),
+        total,
+        ...requestOf(request),
+      }),
     );
     const names = [...this.episodes.values()].map((ep) => ep.name);
     if (request.name && names.includes(request.name)) {
@@ -887,6 +895,11 @@ function execOptions(request: Omit<ExecRequest, 'stdin'>) {
 
 function exitOf(result: { exitCode: number | null; signal: string | null; timedOut: boolean }) {
   return { exitCode: result.exitCode, signal: result.signal, timedOut: result.timedOut };
+}
+
+/** A `progress` event's `request`, from the request's `requestId` when it named one. */
+function requestOf(request: { requestId?: string | undefined }) {
+  return request.requestId === undefined ? {} : { request: request.requestId };
 }
 
 /** What the guest refused (no such file, not executable, …) is the caller's 400; a lost agent is 503. */

@@ -130,6 +130,42 @@ describe('a counting guest packed in one data dir and opened in another', { time
     expect(missing.stderr).toContain('no snapshot no-such-thing');
   });
 
+  it('two packs at once tell their progress apart by the requestId each named; a malformed id is refused', async () => {
+    const events: { request?: string; done: number; total: number }[] = [];
+    let opened = () => {};
+    const open = new Promise<void>((resolve) => (opened = resolve));
+    const stream = smolA.api.events(
+      (event) => {
+        if (event.type === 'progress' && event.operation === 'pack') events.push(event);
+      },
+      { onOpen: opened },
+    );
+    try {
+      await open;
+      const [one, two] = await Promise.all([
+        smolA.pack('first', path.join(scratch, 'one.smolmachine'), { requestId: 'one' }),
+        smolA.pack('counter', path.join(scratch, 'two.smolmachine'), { requestId: 'two' }),
+      ]);
+      for (const [id, result] of [
+        ['one', one],
+        ['two', two],
+      ] as const) {
+        const own = events.filter((e) => e.request === id);
+        expect(own.length, `progress events of ${id}`).toBeGreaterThan(0);
+        expect(own.at(-1)!.done).toBe(own.at(-1)!.total);
+        expect(own.map((e) => e.done)).toEqual([...own.map((e) => e.done)].sort((x, y) => x - y));
+        expect(result.bytes).toBeGreaterThan(0);
+      }
+      expect(events.every((e) => e.request === 'one' || e.request === 'two')).toBe(true);
+    } finally {
+      stream.close();
+    }
+    await expect(
+      smolA.pack('first', path.join(scratch, 'bad.smolmachine'), { requestId: 'no spaces' }),
+    ).rejects.toThrow(/requestId/);
+    expect(existsSync(path.join(scratch, 'bad.smolmachine'))).toBe(false);
+  });
+
   it('inspect checks the file and prints its manifest, for people and as JSON', async () => {
     const text = await b.smol(['inspect', file]);
     expect(text.status).toBe(0);
