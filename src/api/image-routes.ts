@@ -17,12 +17,15 @@ import { describeUsers, imageUsers } from '../engine/images-in-use.js';
 import { ApiFailure, type EngineApi, type ImageOperations } from './engine-api.js';
 import type { EngineEvent } from './schema.js';
 
-/** An image operation's failure as the API's error: 404 for an image the cache does not have, else 400. */
+/**
+ * An image operation's failure as the API's error: 404 for an image the cache does not have, a full disk (a pull the
+ * disk reserve refused, or one that filled the disk) as it is (ENOSPC: 507), else 400.
+ */
 async function failing<T>(call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (error) {
-    if (error instanceof ApiFailure) throw error;
+    if (error instanceof ApiFailure || (error as NodeJS.ErrnoException).code === 'ENOSPC') throw error;
     const message = (error as Error).message;
     throw new ApiFailure(/^no image /.test(message) ? 404 : 400, message);
   }

@@ -70,3 +70,18 @@ export function requireDiskReserve(dir: string, what: string): void {
     `${formatBytes(reserveBytes)} the engine keeps in reserve (SMOL_DISK_RESERVE); ${MAKE_ROOM}`;
   throw Object.assign(new Error(message), { code: 'ENOSPC' });
 }
+
+/**
+ * Throws an ENOSPC error (HTTP 507) when writing `bytes` more into `dir`'s file system would leave no more than the
+ * reserve free (or would not fit at all): `what` is refused before it writes anything, and the message names what it
+ * needs, what is free, the reserve and what to remove. An image pull checks this before its downloads.
+ */
+export function requireRoomFor(dir: string, bytes: number, what: string): void {
+  const { freeBytes, reserveBytes } = diskSpace(dir);
+  if (freeBytes - bytes > reserveBytes) return;
+  const message =
+    `no space left on device for ${what}: it needs ${formatBytes(bytes)}, ${formatBytes(freeBytes)} free in ${dir}` +
+    (reserveBytes > 0 ? `, and the engine keeps ${formatBytes(reserveBytes)} in reserve (SMOL_DISK_RESERVE)` : '') +
+    `; ${MAKE_ROOM}, or smol image prune`;
+  throw Object.assign(new Error(message), { code: 'ENOSPC' });
+}

@@ -26,6 +26,7 @@ import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { AGENT_BINARY } from '../agent-client/host-agent.js';
 import { DISKS_DIR, IMAGES_DIR, LAYER_NAME, readLayerHeader } from '../engine/disk-layers.js';
+import { MAKE_ROOM, requireRoomFor } from '../engine/disk-space.js';
 import { packageRoot } from '../package-root.js';
 import type { ProgressCallback } from './build-progress.js';
 import { createBuildDir, removeAbandonedBuildDirs } from './build-dir.js';
@@ -220,12 +221,15 @@ export async function ensureOciImage(options: OciImageOptions): Promise<OciImage
   }
   const started = Date.now();
   const work = createBuildDir(dir, BUILD_DIR_PREFIX);
+  // Stops this pull's other downloads when it fails, so that none goes on writing into the cache after it returns.
+  const stop = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
   try {
     report({ step: 'resolve', detail: shortName(reference) });
     const source = await openImageSource(reference, {
       blobFile: (digest) => blobFile(dir, digest),
       work: () => work,
-      ...(options.signal && { signal: options.signal }),
+      signal,
       ...(options.credentialsFile && { credentialsFile: options.credentialsFile }),
     });
     const key = ociImageKey(source.digest, files);
@@ -235,7 +239,7 @@ export async function ensureOciImage(options: OciImageOptions): Promise<OciImage
     let cached = true;
     if (!record || !existsSync(file) || options.force) {
       cached = false;
-      record = await convert({ ...options, source, key, name, file, work, dir, files, report, started });
+      record = await convert({ ...options, signal, stop, source, key, name, file, work, dir, files, report, started });
     }
     remember(dir, reference, name, record);
     record = readOciRecord(dir, name) ?? record;
@@ -277,6 +281,9 @@ function remember(dir: string, reference: OciReference, name: string, record: Oc
 }
 
 interface ConvertOptions extends OciImageOptions {
+  signal: AbortSignal;
+  /** Aborts `signal`: the downloads still running when the conversion fails. */
+  stop: AbortController;
   source: ImageSource;
   key: string;
   name: string;
@@ -310,25 +317,40 @@ async function convert(options: ConvertOptions): Promise<OciImageRecord> {
   }));
   const tell = (index: number, change: Partial<LayerProgress>) => onLayer(Object.assign(state[index]!, change));
   state.forEach((_s, i) => tell(i, {}));
+  // The layers' sizes are in the manifest: a pull they would take below the disk reserve is refused before any.
+  const missing = source.layers.filter((layer) => !existsSync(blobFile(dir, layer.digest)));
+  const download = missing.reduce((sum, layer) => sum + layer.size, 0);
+  const what = `the pull of ${shortName(parseRefSafe(options.reference))}`;
+  requireRoomFor(dir, download, `${what} (${missing.length} of its ${source.layers.length} layers to download)`);
   const downloads = fetchAll(source, dir, tell, options.signal);
   // A failed download is seen where it is awaited; the others must not be unhandled meanwhile.
   for (const download of downloads) download.catch(() => undefined);
   const total = source.layers.reduce((sum, layer) => sum + layer.size, 0);
   let applied = 0;
-  for (const [index, layer] of source.layers.entries()) {
-    report({
-      step: 'layers',
-      detail: `layer ${index + 1}/${source.layers.length} ${short(layer.digest)}`,
-      fraction: applied / Math.max(1, total),
-    });
-    await downloads[index];
-    tell(index, { status: 'extracting' });
-    await layerTree.apply(decompress(blobFile(dir, layer.digest), layer), layer.digest);
-    tell(index, { status: 'done' });
-    applied += layer.size;
+  try {
+    for (const [index, layer] of source.layers.entries()) {
+      report({
+        step: 'layers',
+        detail: `layer ${index + 1}/${source.layers.length} ${short(layer.digest)}`,
+        fraction: applied / Math.max(1, total),
+      });
+      await downloads[index];
+      tell(index, { status: 'extracting' });
+      await layerTree.apply(decompress(blobFile(dir, layer.digest), layer), layer.digest);
+      tell(index, { status: 'done' });
+      applied += layer.size;
+    }
+  } catch (error) {
+    // A full disk (ENOSPC) or a bad layer: the downloads still running stop and remove their partial files before
+    // the caller removes the build directory, so nothing of this pull is left half-written.
+    options.stop.abort(error);
+    await Promise.allSettled(downloads);
+    throw filledUp(error, what, dir);
   }
-  options.signal?.throwIfAborted();
+  options.signal.throwIfAborted();
   injectFiles(tree, options.files);
+  // The files are in the tree now: the disk image takes about as much again.
+  requireRoomFor(dir, layerTree.stats.bytes, `${what} (its root disk, of the files unpacked)`);
   const imageBytes = Math.max(OCI_MIN_IMAGE_BYTES, Math.ceil((2 * layerTree.stats.bytes + GiB) / GiB) * GiB);
   report({
     step: 'image',
@@ -348,9 +370,9 @@ async function convert(options: ConvertOptions): Promise<OciImageRecord> {
   await runLogged(MKE2FS, mke2fsArgs(tree, image, imageBytes, rootfsUuid(options.key)), {
     cwd: work,
     log,
-    ...(options.signal && { signal: options.signal }),
+    signal: options.signal,
   });
-  await runLogged(E2FSCK, ['-f', '-n', image], { cwd: work, log, ...(options.signal && { signal: options.signal }) });
+  await runLogged(E2FSCK, ['-f', '-n', image], { cwd: work, log, signal: options.signal });
   syncFile(image);
   const record: OciImageRecord = {
     format: RECORD_FORMAT,
@@ -378,6 +400,15 @@ async function convert(options: ConvertOptions): Promise<OciImageRecord> {
   }
   report({ step: 'image', detail: `${name}.ext4`, fraction: 1 });
   return record;
+}
+
+/** ENOSPC mid-way, said with what filled the disk, where, and that nothing of it is kept; other errors as they are. */
+function filledUp(error: unknown, what: string, dir: string): unknown {
+  if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') return error;
+  const message =
+    `no space left on device for ${what}: ${dir} filled up while its layers were written ` +
+    `(${(error as Error).message}); nothing of it was kept; ${MAKE_ROOM}, or smol image prune`;
+  return Object.assign(new Error(message), { code: 'ENOSPC' });
 }
 
 const parseRefSafe = (reference: string | OciReference) =>

@@ -111,6 +111,8 @@ export class LayerTree {
     let last = '(none: the first entry)';
     const failed = (err: unknown): never => {
       if (err instanceof LayerEntryError) throw err;
+      // A full disk here is not a damaged tar: the caller says what filled up.
+      if ((err as NodeJS.ErrnoException).code === 'ENOSPC') throw err;
       const message = (err as Error).message || String(err);
       throw new Error(
         `layer ${layer}: the tar is truncated or damaged after entry ${JSON.stringify(last)}: ${message}`,
