@@ -1,6 +1,6 @@
 // `smol doctor`'s part on the vmhost's jail (docs/security.md): what of it is in force on this host for an engine run
 // by this user — seccomp and no_new_privs, the capabilities, the namespaces (or why not) — found the way the engine
-// finds it (vmhost-jail.ts probes the same unshare(1) it starts vmhosts with).
+// finds it (vmhost-jail.ts probes the same launcher, smol-jail, it starts vmhosts with).
 import { readFileSync } from 'node:fs';
 import { jailSupport, type JailSupport } from '../engine/vmhost-jail.js';
 import type { Check } from './report.js';
@@ -61,7 +61,8 @@ export function jailChecks(facts: JailFacts): Check[] {
           status: 'ok',
           message:
             `each vmhost runs in mount and PID namespaces of its own${ns.userNamespace ? ' (and a user namespace)' : ''}: ` +
-            'its root shows only its data dir’s snapshots, disks, run and images, its boot files and /dev/kvm',
+            'its root shows only its data dir’s snapshots, disks, run and images, its boot files and /dev/kvm; ' +
+            'one whose VMs have no network gets an empty network namespace too',
         }
       : {
           name: 'namespaces',

@@ -1,7 +1,7 @@
 // The vmhost's namespaces (docs/security.md, "The jail's mount table"): what a vmhost's root shows, and whether this
 // host lets the engine start vmhosts in mount and PID namespaces of their own. The engine starts each vmhost through
-// util-linux's unshare(1) (--mount --pid --fork, and --user --map-root-user when the engine is not root); the vmhost
-// is then the first process of its PID namespace, and before anything else jailLockdown (native/vmm/jail.c) builds
+// our launcher, native/launcher/smol-jail.c (mount and PID namespaces, --user when the engine is not root, --net when
+// the episode's VMs have no network); the vmhost is then the first process of its PID namespace, and before anything else jailLockdown (native/vmm/jail.c) builds
 // a tmpfs root holding only these paths and pivots into it. Firecracker's jailer does the same with a chroot.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readlinkSync, realpathSync } from 'node:fs';
@@ -9,6 +9,7 @@ import path from 'node:path';
 import type { JailBind } from '../vmm/native.js';
 import { findGuestAssets } from '../guest-build/guest-assets.js';
 import { parseSmolfile } from '../smolfile/smolfile.js';
+import { packageRoot } from '../package-root.js';
 import { DISKS_DIR } from './disk-layers.js';
 import type { VmHostJailPlan } from './vmhost-launcher.js';
 
@@ -18,48 +19,46 @@ export interface JailSupport {
   /** The engine is not root: a user namespace maps it to root inside (its uid outside). */
   userNamespace: boolean;
   reason: string | null;
-  /** unshare(1)'s arguments before the vmhost's command. */
-  unshareArgs: string[];
-  unshare: string | null;
+  /** The launcher's arguments before `--` and the vmhost's command (without --net: that one is per episode). */
+  launcherArgs: string[];
+  launcher: string | null;
   /** The engine's mount namespace (/proc/self/ns/mnt): a vmhost still in it refuses to mount anything. */
   hostMntNs: string;
 }
 
-const UNSHARE_PATHS = ['/usr/bin/unshare', '/bin/unshare'];
+/** The launcher, built by `make -C native` (npm run build:native); packaged with native/out. */
+export const LAUNCHER = path.join(packageRoot, 'native', 'out', 'launcher', 'smol-jail');
 
 function probe(env: NodeJS.ProcessEnv): JailSupport {
   const hostMntNs = readMntNs();
   const userNamespace = process.geteuid?.() !== 0;
-  const unshareArgs = [
-    ...(userNamespace ? ['--user', '--map-root-user'] : []),
-    '--mount',
-    '--pid',
-    '--fork',
-    '--kill-child',
-  ];
-  const off = (reason: string, unshare: string | null = null): JailSupport => ({
+  const launcherArgs = userNamespace ? ['--user'] : [];
+  const off = (reason: string, launcher: string | null = null): JailSupport => ({
     namespaces: false,
     userNamespace,
     reason,
-    unshareArgs,
-    unshare,
+    launcherArgs,
+    launcher,
     hostMntNs,
   });
   if (env.SMOL_JAIL === '0') return off('SMOL_JAIL=0 turns the jail off');
   if (env.SMOL_JAIL_NAMESPACES === '0') return off('SMOL_JAIL_NAMESPACES=0 turns the namespaces off');
-  const unshare = UNSHARE_PATHS.find((file) => existsSync(file)) ?? null;
-  if (!unshare) return off(`no unshare(1) in ${UNSHARE_PATHS.join(' or ')} (Debian's util-linux)`);
-  // The same namespaces as a vmhost gets, around a command that only exits: the kernel's answer, not a guess.
-  const tried = spawnSync(unshare, [...unshareArgs, '--', 'true'], { encoding: 'utf8', timeout: 10_000 });
+  if (!existsSync(LAUNCHER)) return off(`no launcher at ${LAUNCHER} (build it: make -C native launcher)`);
+  // The same namespaces as a vmhost gets (an empty network one too), around a program that only exits: the kernel's
+  // answer, not a guess.
+  const tried = spawnSync(LAUNCHER, [...launcherArgs, '--net', '--', '/bin/true'], {
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
   if (tried.status !== 0) {
     const said = (tried.stderr || tried.error?.message || `exit ${tried.status ?? tried.signal}`).trim();
     const hint = userNamespace
       ? ' (an ordinary user needs user namespaces: sysctl kernel.unprivileged_userns_clone=1, or ' +
         'user.max_user_namespaces above 0)'
       : '';
-    return off(`the kernel refused new namespaces: ${said}${hint}`, unshare);
+    return off(`the kernel refused new namespaces: ${said}${hint}`, LAUNCHER);
   }
-  return { namespaces: true, userNamespace, reason: null, unshareArgs, unshare, hostMntNs };
+  return { namespaces: true, userNamespace, reason: null, launcherArgs, launcher: LAUNCHER, hostMntNs };
 }
 
 function readMntNs(): string {
@@ -130,7 +129,8 @@ function realOrNull(file: string): string | null {
 
 /**
  * The jail plan of an episode's vmhost: the store's directories (made now if missing: a path not there when the
- * vmhost starts is not in its root) and the Smolfile's kernel and initrd, or the guest kernel an image boots.
+ * vmhost starts is not in its root) and the Smolfile's kernel and initrd, or the guest kernel an image boots; and
+ * an empty network namespace when the Smolfile gives its VMs no network.
  */
 export function vmhostJailPlan(
   home: string,
@@ -146,5 +146,8 @@ export function vmhostJailPlan(
     const assets = findGuestAssets(env);
     if (assets.kernel) files.push(assets.kernel);
   }
-  return { binds: vmhostBinds(home, files) };
+  // VMs without a network device open no host socket but the Unix ones (the IPC channel, vsock's sockets in run/),
+  // which a network namespace does not separate: such a vmhost gets an empty one. libslirp needs the host's.
+  const network = !parsed || parsed.network.enabled || parsed.network.ports.length > 0;
+  return { binds: vmhostBinds(home, files), emptyNetwork: !network };
 }

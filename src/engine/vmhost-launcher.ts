@@ -41,6 +41,8 @@ export interface VmHostProcess {
 /** What a vmhost's root shows when it runs in namespaces of its own (vmhost-jail.ts). */
 export interface VmHostJailPlan {
   binds: JailBind[];
+  /** Its VMs have no network: it runs in an empty network namespace (only a `lo` that is down). */
+  emptyNetwork?: boolean;
 }
 
 /** Starts the vmhost for `label` (an episode id); `jail` is what its root may show. */
@@ -52,8 +54,9 @@ export const REPORT_FD = 4;
 /**
  * The default: a Node child process with advanced serialization (Buffers cross as bytes); fd 4 is a pipe on which
  * its jail reports a forbidden system call before the process dies. Where the host allows (vmhost-jail.ts) it runs
- * through unshare(1) in mount and PID namespaces of its own: unshare stays its parent (the engine's child, which
- * dies by the signal the vmhost died by), and the IPC channel and report pipe go to the vmhost itself. The vmhost's
+ * through our launcher (native/launcher/smol-jail.c) in mount and PID namespaces of its own: the launcher stays its
+ * parent (the engine's child, which ends as the vmhost ended, by the same signal, and takes the vmhost with it when
+ * killed), and the IPC channel and report pipe go to the vmhost itself. The vmhost's
  * own pid on the host is the one its `ready` message gives (VmHost.pid).
  */
 export const forkVmHost: VmHostLauncher = (label, jail) => {
@@ -63,12 +66,18 @@ export const forkVmHost: VmHostLauncher = (label, jail) => {
     serialization: 'advanced' as const,
     stdio: ['ignore', 'inherit', 'inherit', 'ipc', 'pipe'] satisfies StdioOptions,
   };
-  if (!jail || !support.namespaces || !support.unshare) {
+  if (!jail || !support.namespaces || !support.launcher) {
     env.SMOL_VMHOST_NS_REASON = !jail ? 'the engine gave no jail plan' : (support.reason ?? 'not supported');
     return fork(VMHOST_MAIN, [], { ...options, env });
   }
   env.SMOL_VMHOST_ROOT = JSON.stringify({ binds: jail.binds, hostMntNs: support.hostMntNs });
-  env.SMOL_VMHOST_NS = support.userNamespace ? 'user,mount,pid' : 'mount,pid';
-  const args = [...support.unshareArgs, '--', process.execPath, ...process.execArgv, VMHOST_MAIN];
-  return spawn(support.unshare, args, { ...options, env });
+  const net = jail.emptyNetwork ? ['--net'] : [];
+  env.SMOL_VMHOST_NS = [
+    ...(support.userNamespace ? ['user'] : []),
+    'mount',
+    'pid',
+    ...(net.length ? ['net'] : []),
+  ].join(',');
+  const args = [...support.launcherArgs, ...net, '--', process.execPath, ...process.execArgv, VMHOST_MAIN];
+  return spawn(support.launcher, args, { ...options, env });
 };

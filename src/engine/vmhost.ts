@@ -114,7 +114,7 @@ export class VmHost extends EventEmitter<VmHostEvents> {
 
   /**
    * The vmhost's own pid on the host, which its /proc is read by: the one its `ready` message gives (in namespaces
-   * its parent is unshare(1), the process the launcher started), else the started process's.
+   * its parent is smol-jail, the process the launcher started), else the started process's.
    */
   get pid(): number | undefined {
     return this.#pid ?? this.#child.pid;
@@ -215,7 +215,7 @@ export class VmHost extends EventEmitter<VmHostEvents> {
   /**
    * Moves the process into its cgroup: at the spawn (its children, made later, are born in it), and again at its
    * first message, by the pid the vmhost is known by then (a launcher may start it through another process, as
-   * unshare(1) does). A host that refuses leaves it without limits, said in limitsNote.
+   * smol-jail does). A host that refuses leaves it without limits, said in limitsNote.
    */
   #joinCgroup(): void {
     const pid = this.pid ?? this.#child.pid;

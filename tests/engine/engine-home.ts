@@ -84,14 +84,14 @@ export class EngineHome {
   }
 
   /**
-   * Pids of this data dir's vmhost processes, by episode id (found through their environment); not the unshare(1)
-   * each jailed one is started through, which has the same environment (docs/security.md).
+   * Pids of this data dir's vmhost processes, by episode id (found through their environment); not the launcher
+   * (smol-jail) each jailed one is started through, which has the same environment (docs/security.md).
    */
   vmhosts(): Map<string, number> {
     const hosts = new Map<string, number>();
     for (const [pid, environ] of this.#environs()) {
       const label = environ.find((v) => v.startsWith('SMOL_VMHOST='));
-      if (label && commOf(pid) !== 'unshare') hosts.set(label.slice('SMOL_VMHOST='.length), pid);
+      if (label && commOf(pid) !== 'smol-jail') hosts.set(label.slice('SMOL_VMHOST='.length), pid);
     }
     return hosts;
   }

@@ -1,8 +1,9 @@
 // Tier 2, end to end: every vmhost runs in its jail (docs/security.md). Its /proc status shows the seccomp filter,
 // no_new_privs and no capabilities, its vCPU threads carry a second, shorter filter, and a forbidden system call
 // kills only that vmhost: its VMs are crashed with `seccomp: <name>` while another episode keeps running. It runs in
-// PID and mount namespaces of its own, and cannot open what its root does not show.
-import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+// PID and mount namespaces of its own (and a network one when its VMs have no network), and cannot open what its
+// root does not show.
+import { existsSync, readFileSync, readdirSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EngineHome, eventually, root } from './engine-home.js';
@@ -147,5 +148,27 @@ describe('the vmhost jail', () => {
     for (const [what, file] of Object.entries(outside)) expect([what, result(file)]).toEqual([what, 'ENOENT']);
     expect(result(ownState)).toBe('ok');
     expect(result('/dev/kvm')).toBe('ok');
+  });
+
+  it('a vmhost whose VMs have no network gets an empty network namespace; one with net = true keeps the host’s', async () => {
+    const home = newHome();
+    const smol = await home.client();
+    const plain = await smol.up(home.smolfile('count', COUNT), { name: 'offline' });
+    const networked = await smol.up(
+      home.smolfile('net', ['kernel = "@guests@/net.elf"', 'memory = 16', 'net = true', ''].join('\n')),
+      { name: 'online' },
+    );
+    await smol.waitForOutput(plain.vm.id, /count=1/, 60_000);
+    const ns = (pid: number) => readlinkSync(`/proc/${pid}/ns/net`);
+    const engine = ns(home.enginePid()!);
+    const offline = home.vmhosts().get(plain.episode.id)!;
+    const online = home.vmhosts().get(networked.episode.id)!;
+    expect(ns(offline)).not.toBe(engine);
+    expect(ns(online)).toBe(engine);
+    // Nothing but a loopback that is down: no route out of it, whatever a subverted device model tried.
+    const links = readFileSync(`/proc/${offline}/net/dev`, 'utf8').trim().split('\n').slice(2);
+    expect(links.map((line) => line.split(':')[0]!.trim())).toEqual(['lo']);
+    expect(readFileSync(`/proc/${offline}/net/route`, 'utf8').trim().split('\n')).toHaveLength(1);
+    expect((await smol.vm(plain.vm.id)).state).toBe('running');
   });
 });
