@@ -32,6 +32,8 @@ export interface AppState {
   hideAutomatic: boolean;
   /** Per episode, the collapsed chains the user opened (by their first snapshot). */
   expandedChains: Record<string, string[]>;
+  /** The tree coloured by a numeric label (null: by kind only), and its best branch shown (tree-colour.ts). */
+  treeColour: { label: string | null; bestOf: 'high' | 'low' | null };
   /** Ids whose delete waits for its undo toast to expire: hidden meanwhile. */
   pendingDeletes: string[];
   /** What runs on a thing now ("Checkpointing…"), by a key such as `vm:ID`: shown where it happens. */
@@ -68,6 +70,7 @@ export const initialAppState = (): AppState => ({
   search: '',
   hideAutomatic: false,
   expandedChains: {},
+  treeColour: { label: null, bestOf: null },
   pendingDeletes: [],
   busy: {},
   failures: {},

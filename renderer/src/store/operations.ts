@@ -2,7 +2,7 @@
 // where it happened (busy/failures by key) and in a toast. The engine's events then bring the new state; nothing
 // here guesses it, except hiding what waits to be deleted (so undo can bring it back).
 import type { ResponseOf } from '../../../src/api/operations.js';
-import type { CreateEpisodeResponse, ForkResponse, Snapshot, Vm } from '../../../src/api/schema.js';
+import type { CreateEpisodeResponse, ForkResponse, LabelsChange, Snapshot, Vm } from '../../../src/api/schema.js';
 import { formatBytes } from '../format.js';
 import { clearOperationProgress } from './engine-state.js';
 import { call, type Transport } from '../transport/transport.js';
@@ -142,6 +142,20 @@ export class Operations {
   updateSnapshot(id: string, changes: { name?: string; note?: string }): Promise<Snapshot | undefined> {
     return this.run(`snapshot:${id}`, 'Saving…', () =>
       call(this.transport, 'updateSnapshot', { params: { snapshot: id }, body: changes }),
+    );
+  }
+
+  /** Sets labels (a value) and removes them (null) on a snapshot (docs/labels.md). */
+  labelSnapshot(id: string, labels: LabelsChange): Promise<Snapshot | undefined> {
+    return this.run(`snapshot-labels:${id}`, 'Saving…', () =>
+      call(this.transport, 'updateSnapshot', { params: { snapshot: id }, body: { labels } }),
+    );
+  }
+
+  /** Sets labels (a value) and removes them (null) on a VM (docs/labels.md). */
+  labelVm(id: string, labels: LabelsChange): Promise<Vm | undefined> {
+    return this.run(`vm-labels:${id}`, 'Saving…', () =>
+      call(this.transport, 'updateVm', { params: { vm: id }, body: { labels } }),
     );
   }
 

@@ -1,6 +1,7 @@
 // The episode's fork tree (React Flow): snapshots as nodes laid out by tree-layout.ts (re-laid out only when the
 // tree's shape, the VMs' places or the open chains change), a "you are here" marker for each live VM on its node,
-// collapsed chains that open on click, and zoom, pan, a minimap and fit.
+// collapsed chains that open on click, and zoom, pan, a minimap and fit. Cards show their labels; the tree can be
+// coloured by a numeric label, with its legend and best branch (TreeLabels.tsx, label-scale.ts).
 import {
   Background,
   ControlButton,
@@ -28,7 +29,10 @@ import {
   type ChainData,
   type ChainNode,
   type SnapshotNode,
+  type TreePaint,
 } from './flow-nodes.js';
+import { bestBranch, colourOf, formatLabelValue, labelRange, numberOf } from './label-scale.js';
+import { TreeLabels } from './TreeLabels.js';
 import { layoutTree } from './tree-layout.js';
 
 /** Below READABLE_ZOOM a card's text would be a few pixels high: cards show as blocks instead (names on hover). */
@@ -37,19 +41,24 @@ const useFar = () => useFlowStore((s) => s.transform[2] < READABLE_ZOOM);
 const SnapshotCard = memo(function SnapshotCard({ data }: NodeProps<SnapshotNode>) {
   const { store } = useApp();
   const far = useFar();
-  const { snapshot, here, selected, current } = data;
+  const { snapshot, here, selected, current, colour, onBest } = data;
+  const labels = Object.entries(snapshot.labels ?? {}).sort(([a], [b]) => a.localeCompare(b));
+  const labelText = labels.map(([key, value]) => `${key}=${formatLabelValue(value)}`).join(' ');
+  const paint = colour === undefined ? '' : colour === null ? ' unvalued' : ' valued';
   return (
     <div
-      className={`tree-node kind-${snapshot.kind}${selected ? ' selected' : ''}${current ? ' current' : ''}${far ? ' far' : ''}`}
+      className={`tree-node kind-${snapshot.kind}${selected ? ' selected' : ''}${current ? ' current' : ''}${far ? ' far' : ''}${paint}${onBest ? ' on-best' : ''}`}
+      style={colour ? { ['--node-colour' as string]: colour } : undefined}
       role="treeitem"
       aria-selected={selected}
-      aria-label={`Snapshot ${snapshot.name}${here.length ? `, here: ${here.map((vm) => vm.name).join(', ')}` : ''}`}
-      title={snapshot.note || snapshot.name}
+      aria-label={`Snapshot ${snapshot.name}${labelText ? `, labels ${labelText}` : ''}${onBest ? ', on the best branch' : ''}${here.length ? `, here: ${here.map((vm) => vm.name).join(', ')}` : ''}`}
+      title={[snapshot.note || snapshot.name, labelText].filter(Boolean).join('\n')}
     >
       <Handle type="target" position={Position.Left} isConnectable={false} />
       <div className="tree-node-name">{snapshot.name}</div>
-      <div className="tree-node-meta">
-        {snapshot.kind} · {formatTime(snapshot.created)}
+      {/* With labels, they take the kind's place (the kind is the card's left border colour). */}
+      <div className="tree-node-meta" data-testid={labels.length ? 'node-labels' : undefined}>
+        {labels.length ? labelText : `${snapshot.kind} · ${formatTime(snapshot.created)}`}
       </div>
       {here.length > 0 && (
         <div className="here" aria-label="You are here">
@@ -82,7 +91,7 @@ const ChainCard = memo(function ChainCard({ data }: NodeProps<ChainNode>) {
   const far = useFar();
   return (
     <div
-      className={`tree-node chain${far ? ' far' : ''}`}
+      className={`tree-node chain${far ? ' far' : ''}${data.onBest ? ' on-best' : ''}`}
       role="treeitem"
       aria-label={`${data.count} snapshots from ${data.from} to ${data.to}, collapsed`}
       title="Click to expand"
@@ -116,6 +125,8 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
   const vms = useAppState(useShallow((s) => shownVmIds(s, episodeId).map((id) => s.engine.vms[id]!)));
   const pending = useAppState(useShallow((s) => s.pendingDeletes));
   const hideAutomatic = useAppState((s) => s.hideAutomatic);
+  const colourBy = useAppState((s) => s.treeColour.label);
+  const bestOf = useAppState((s) => s.treeColour.bestOf);
   // Where a live VM is and the selection: never hidden, never folded into a chain.
   const vmPlaces = vms.filter((vm) => LIVE.has(vm.state)).map((vm) => vm.snapshot ?? '');
   const pinnedKey = [...vmPlaces, selected ?? ''].join(',');
@@ -140,12 +151,31 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
     }
     return map;
   }, [vms]);
+  // Coloured by a label: each valued snapshot's colour on the range of the shown ones, and the best branch.
+  const range = useMemo(() => (colourBy ? labelRange(snapshots, colourBy) : null), [snapshots, colourBy]);
+  const best = useMemo(
+    () => (colourBy && bestOf ? bestBranch(snapshots, colourBy, bestOf) : null),
+    [snapshots, colourBy, bestOf],
+  );
+  const paint = useMemo<TreePaint>(() => {
+    const colours = colourBy ? new Map<string, string>() : null;
+    if (colours && range) {
+      for (const s of snapshots) {
+        const value = numberOf(s, colourBy!);
+        if (value !== null) colours.set(s.id, colourOf(value, range));
+      }
+    }
+    return { colours, best: new Set(best?.path ?? []) };
+  }, [snapshots, colourBy, range, best]);
   // The shape: parents, kept ids and open chains; names and notes changing do not re-lay it out.
   const shapeKey = snapshots.map((s) => `${s.id}<${s.parent}`).join(',');
   // Only automatic checkpoints fold into "+N snapshots": named and manual ones, forks and bases stay in view.
-  const keepKey = [...here.keys(), selected ?? '', ...snapshots.filter((s) => s.kind !== 'auto').map((s) => s.id)].join(
-    ',',
-  );
+  const keepKey = [
+    ...here.keys(),
+    selected ?? '',
+    best?.best ?? '',
+    ...snapshots.filter((s) => s.kind !== 'auto').map((s) => s.id),
+  ].join(',');
   const layout = useMemo(
     () =>
       layoutTree(
@@ -158,10 +188,13 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
   const cache = useRef<FlowNodeCache | null>(null);
   cache.current ??= new FlowNodeCache();
   const nodes = useMemo(
-    () => cache.current!.nodesOf(layout, snapshotsById, here, selected, selectedVm),
-    [layout, snapshotsById, here, selected, selectedVm],
+    () => cache.current!.nodesOf(layout, snapshotsById, here, selected, selectedVm, paint),
+    [layout, snapshotsById, here, selected, selectedVm, paint],
   );
-  const edges = useMemo<Edge[]>(() => cache.current!.edgesOf(layout), [layout]);
+  const edges = useMemo<Edge[]>(
+    () => cache.current!.edgesOf(layout, new Set([...paint.best].map((id) => layout.shownAs.get(id) ?? id))),
+    [layout, paint],
+  );
   const flow = useRef<ReactFlowInstance<SnapshotNode | ChainNode> | null>(null);
   const box = useRef<HTMLDivElement>(null);
   // The viewport is computed from the layout, not measured: React Flow's own fitView waits for every node to be
@@ -195,62 +228,70 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
     );
   }
   return (
-    <div className="tree" role="tree" aria-label="Fork tree" ref={box}>
-      <ReactFlow
-        nodes={nodes}
-        edges={edges}
-        nodeTypes={nodeTypes}
-        onInit={(instance) => {
-          flow.current = instance;
-          fit();
-        }}
-        // A move with an event is the user's (a wheel, a drag); ours (setViewport) have none. onMove, not onMoveStart:
-        // a click on a card starts a gesture that moves nothing, and must not count.
-        onMove={(event) => {
-          if (event) [userMoved.current, wholeFit.current] = [true, false];
-        }}
-        onNodeClick={(_event, node) => {
-          if (node.type === 'chain') {
-            expandChain(store, episodeId, (node.data as ChainData).first);
-          } else selectSnapshot(store, node.id);
-        }}
-        nodesDraggable={false}
-        nodesConnectable={false}
-        edgesFocusable={false}
-        onlyRenderVisibleElements
-        minZoom={MIN_ZOOM}
-        maxZoom={2}
-        proOptions={{ hideAttribution: true }}
-        colorMode="system"
-      >
-        <Background gap={24} size={1} />
-        <MiniMap
-          pannable
-          zoomable
-          ariaLabel="Fork tree overview"
-          style={{ width: 160, height: 100 }}
-          nodeColor={(node) => (node.type === 'chain' ? 'var(--line)' : 'var(--accent)')}
-          maskColor="var(--minimap-mask)"
-        />
-        <Controls
-          showInteractive={false}
-          showFitView={false}
-          aria-label="Zoom and fit"
-          onZoomIn={() => ([userMoved.current, wholeFit.current] = [true, false])}
-          onZoomOut={() => ([userMoved.current, wholeFit.current] = [true, false])}
+    <div className="tree" role="tree" aria-label="Fork tree">
+      {/* Above the flow, not over it: a panel over the tree hid the cards under it. */}
+      <TreeLabels snapshots={snapshots} range={range} best={best} />
+      <div className="tree-flow" ref={box}>
+        <ReactFlow
+          nodes={nodes}
+          edges={edges}
+          nodeTypes={nodeTypes}
+          onInit={(instance) => {
+            flow.current = instance;
+            fit();
+          }}
+          // A move with an event is the user's (a wheel, a drag); ours (setViewport) have none. onMove, not onMoveStart:
+          // a click on a card starts a gesture that moves nothing, and must not count.
+          onMove={(event) => {
+            if (event) [userMoved.current, wholeFit.current] = [true, false];
+          }}
+          onNodeClick={(_event, node) => {
+            if (node.type === 'chain') {
+              expandChain(store, episodeId, (node.data as ChainData).first);
+            } else selectSnapshot(store, node.id);
+          }}
+          nodesDraggable={false}
+          nodesConnectable={false}
+          edgesFocusable={false}
+          onlyRenderVisibleElements
+          minZoom={MIN_ZOOM}
+          maxZoom={2}
+          proOptions={{ hideAttribution: true }}
+          colorMode="system"
         >
-          <ControlButton
-            onClick={() => {
-              [userMoved.current, wholeFit.current] = [false, true];
-              fit(200, true);
-            }}
-            aria-label="Fit the tree"
-            title="Fit the whole tree (new snapshots then keep it fitted)"
+          <Background gap={24} size={1} />
+          <MiniMap
+            pannable
+            zoomable
+            ariaLabel="Fork tree overview"
+            style={{ width: 160, height: 100 }}
+            nodeColor={(node) =>
+              node.type === 'chain'
+                ? 'var(--line)'
+                : ((node.data as SnapshotNode['data']).colour ?? (colourBy ? 'var(--panel-2)' : 'var(--accent)'))
+            }
+            maskColor="var(--minimap-mask)"
+          />
+          <Controls
+            showInteractive={false}
+            showFitView={false}
+            aria-label="Zoom and fit"
+            onZoomIn={() => ([userMoved.current, wholeFit.current] = [true, false])}
+            onZoomOut={() => ([userMoved.current, wholeFit.current] = [true, false])}
           >
-            ⤢
-          </ControlButton>
-        </Controls>
-      </ReactFlow>
+            <ControlButton
+              onClick={() => {
+                [userMoved.current, wholeFit.current] = [false, true];
+                fit(200, true);
+              }}
+              aria-label="Fit the tree"
+              title="Fit the whole tree (new snapshots then keep it fitted)"
+            >
+              ⤢
+            </ControlButton>
+          </Controls>
+        </ReactFlow>
+      </div>
     </div>
   );
 }

@@ -73,3 +73,34 @@ describe('a checkpoint arriving in the 89-snapshot tree', () => {
     expect(changed.sort()).toEqual([vms[2]!.snapshot!, id(10)].sort());
   });
 });
+
+describe('the tree coloured by a label', () => {
+  it('draws again only the cards whose colour or best-branch mark changes, and the edges of the branch', () => {
+    const { snapshots, vms } = scaleTree();
+    const here = new Map<string, Vm[]>();
+    const layout = layoutTree(snapshots.map((s) => ({ id: s.id, parent: s.parent })));
+    const byId = Object.fromEntries(snapshots.map((s) => [s.id, s]));
+    const cache = new FlowNodeCache();
+    const plain = cache.nodesOf(layout, byId, here, null, vms[0]!.id);
+    const edges = cache.edgesOf(layout);
+    // Two snapshots coloured, the path to one of them the best branch.
+    const paint = {
+      colours: new Map([
+        [id(1), 'rgb(1, 2, 3)'],
+        [id(24), 'rgb(4, 5, 6)'],
+      ]),
+      best: new Set([id(0), id(1)]),
+    };
+    const coloured = cache.nodesOf(layout, byId, here, null, vms[0]!.id, paint);
+    const changed = coloured.filter((node, i) => plain[i] !== node);
+    // Every card changes (the ones without a value are marked as such), and each says what it is.
+    expect(changed).toHaveLength(89);
+    const data = (n: number) => coloured.find((node) => node.id === id(n))!.data as { colour?: string | null };
+    expect([data(1).colour, data(24).colour, data(2).colour]).toEqual(['rgb(1, 2, 3)', 'rgb(4, 5, 6)', null]);
+    const again = cache.nodesOf(layout, byId, here, null, vms[0]!.id, { ...paint });
+    expect(again.every((node, i) => node === coloured[i])).toBe(true);
+    const bestEdges = cache.edgesOf(layout, paint.best);
+    expect(bestEdges.filter((edge) => edge.className === 'best-edge').map((e) => e.id)).toEqual([`${id(0)}>${id(1)}`]);
+    expect(bestEdges.filter((edge, i) => edges[i] !== edge)).toHaveLength(1);
+  });
+});

@@ -21,9 +21,26 @@ const HANDLES: NodeHandle[] = [
   { id: null, type: 'source', position: Position.Right, x: NODE_W - 1, y: NODE_H / 2 - 0.5, width: 1, height: 1 },
 ];
 
-/** `current`: the selected VM is here (its node is highlighted, its badge marked). */
-export type SnapshotData = { snapshot: Snapshot; here: Vm[]; selected: boolean; current: string | null };
-export type ChainData = { count: number; first: string; from: string; to: string };
+/**
+ * `current`: the selected VM is here (its node is highlighted, its badge marked). `colour`: its value's colour when
+ * the tree is coloured by a label, null when it has no value there, undefined when the tree is not coloured.
+ * `onBest`: on the best branch (label-scale.ts).
+ */
+export type SnapshotData = {
+  snapshot: Snapshot;
+  here: Vm[];
+  selected: boolean;
+  current: string | null;
+  colour?: string | null;
+  onBest?: boolean;
+};
+export type ChainData = { count: number; first: string; from: string; to: string; onBest?: boolean };
+/** The tree coloured by a label: each valued snapshot's colour, and the best branch's snapshots. */
+export interface TreePaint {
+  colours: ReadonlyMap<string, string> | null;
+  best: ReadonlySet<string>;
+}
+const NO_PAINT: TreePaint = { colours: null, best: new Set() };
 export type SnapshotNode = Node<SnapshotData, 'snapshot'>;
 export type ChainNode = Node<ChainData, 'chain'>;
 
@@ -33,6 +50,7 @@ export function flowNodes(
   here: ReadonlyMap<string, Vm[]>,
   selected: string | null,
   selectedVm: string | null = null,
+  paint: TreePaint = NO_PAINT,
 ): (SnapshotNode | ChainNode)[] {
   return layout.nodes.map((node) => {
     const position = { x: node.depth * DEPTH_STEP, y: node.breadth * BREADTH_STEP };
@@ -45,12 +63,20 @@ export function flowNodes(
         first: node.ids[0]!,
         from: name(node.ids[0]!),
         to: name(node.ids.at(-1)!),
+        ...(node.ids.some((id) => paint.best.has(id)) ? { onBest: true } : {}),
       };
       return { id: node.id, type: 'chain', position, data, ...size } satisfies ChainNode;
     }
     const vms = here.get(node.id) ?? [];
     const current = vms.some((vm) => vm.id === selectedVm) ? selectedVm : null;
-    const data = { snapshot: snapshotsById[node.id]!, here: vms, selected: node.id === selected, current };
+    const data: SnapshotData = {
+      snapshot: snapshotsById[node.id]!,
+      here: vms,
+      selected: node.id === selected,
+      current,
+    };
+    if (paint.colours) data.colour = paint.colours.get(node.id) ?? null;
+    if (paint.best.has(node.id)) data.onBest = true;
     return {
       id: node.id,
       type: 'snapshot',
@@ -84,11 +110,17 @@ export class FlowNodeCache {
     return list;
   }
 
-  edgesOf(layout: TreeLayout): FlowEdge[] {
+  /** `onBest`: the shown nodes on the best branch, whose edges between them are drawn as the branch. */
+  edgesOf(layout: TreeLayout, onBest: ReadonlySet<string> = new Set()): FlowEdge[] {
     const next = new Map<string, FlowEdge>();
     const list = layout.edges.map(({ source, target }) => {
       const id = `${source}>${target}`;
-      const edge = this.edges.get(id) ?? { id, source, target, type: 'smoothstep' };
+      const best = onBest.has(source) && onBest.has(target);
+      const old = this.edges.get(id);
+      const edge =
+        old && (old.className === 'best-edge') === best
+          ? old
+          : { id, source, target, type: 'smoothstep' as const, ...(best ? { className: 'best-edge' } : {}) };
       next.set(id, edge);
       return edge;
     });
@@ -97,7 +129,7 @@ export class FlowNodeCache {
   }
 }
 
-export type FlowEdge = { id: string; source: string; target: string; type: 'smoothstep' };
+export type FlowEdge = { id: string; source: string; target: string; type: 'smoothstep'; className?: string };
 
 const sameVms = (a: readonly Vm[], b: readonly Vm[]) =>
   a.length === b.length && a.every((vm, i) => vm.id === b[i]!.id && vm.name === b[i]!.name && vm.state === b[i]!.state);
@@ -106,10 +138,17 @@ function sameNode(a: SnapshotNode | ChainNode, b: SnapshotNode | ChainNode): boo
   if (a.type !== b.type || a.position.x !== b.position.x || a.position.y !== b.position.y) return false;
   if (a.type === 'chain' || b.type === 'chain') {
     const [x, y] = [a.data as ChainData, b.data as ChainData];
-    return x.count === y.count && x.first === y.first && x.from === y.from && x.to === y.to;
+    return x.count === y.count && x.first === y.first && x.from === y.from && x.to === y.to && x.onBest === y.onBest;
   }
   const [x, y] = [a.data, b.data];
-  return x.snapshot === y.snapshot && x.selected === y.selected && x.current === y.current && sameVms(x.here, y.here);
+  return (
+    x.snapshot === y.snapshot &&
+    x.selected === y.selected &&
+    x.current === y.current &&
+    x.colour === y.colour &&
+    x.onBest === y.onBest &&
+    sameVms(x.here, y.here)
+  );
 }
 
 /**

@@ -17,6 +17,7 @@ import {
   setHideAutomatic,
   shownVmIds,
 } from '../store/selection.js';
+import { LabelsEditor } from './LabelsEditor.js';
 import { SnapshotDetails } from './SnapshotDetails.js';
 import { Sparklines } from './Sparkline.js';
 import { StateBadge } from './StateBadge.js';
@@ -106,6 +107,25 @@ function VmActions({ vmId }: { vmId: string }) {
         </span>
       )}
     </div>
+  );
+}
+
+/** The selected VM's labels, above the snapshot's details (docs/labels.md). */
+function VmLabels({ vmId }: { vmId: string }) {
+  const { operations } = useApp();
+  const vm = useAppState((s) => s.engine.vms[vmId]);
+  if (!vm) return null;
+  return (
+    <section className="details" aria-label="VM labels">
+      <h4>Labels of VM {vm.name}</h4>
+      <LabelsEditor
+        key={vm.id}
+        what={`VM ${vm.name}`}
+        labels={vm.labels}
+        busyKey={`vm-labels:${vm.id}`}
+        save={(labels) => operations.labelVm(vm.id, labels)}
+      />
+    </section>
   );
 }
 
@@ -255,6 +275,7 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
           <ForkTree key={episodeId} episodeId={episodeId} />
         </div>
         <aside className="details-pane">
+          {vmId && <VmLabels vmId={vmId} />}
           {snapshotId ? (
             <SnapshotDetails snapshotId={snapshotId} />
           ) : (

@@ -1,4 +1,4 @@
-// One snapshot: its name and note (editable, saved with PATCH), kind, time, parent, size on disk, the VMs here,
+// One snapshot: its name and note (editable, saved with PATCH), its labels (LabelsEditor.tsx), kind, time, parent, size on disk, the VMs here,
 // the screen as it was when it was taken (from the recording of the VM that took it), and its actions.
 import { useEffect, useState } from 'react';
 import { useShallow } from 'zustand/react/shallow';
@@ -9,6 +9,7 @@ import { screenAt } from '../replay/screen-at.js';
 import { useRecording } from '../replay/use-recording.js';
 import { connected, openDialog, selectSnapshot, selectedVmId } from '../store/selection.js';
 import { useImplicitCr } from '../console/implicit-cr.js';
+import { LabelsEditor } from './LabelsEditor.js';
 
 function LastScreen({ vmId, snapshotId }: { vmId: string; snapshotId: string }) {
   const snapshot = useAppState((s) => s.engine.snapshots[snapshotId]);
@@ -104,6 +105,14 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
           </p>
         )}
       </form>
+      <h4>Labels</h4>
+      <LabelsEditor
+        key={snapshot.id}
+        what={`snapshot ${snapshot.name}`}
+        labels={snapshot.labels}
+        busyKey={`snapshot-labels:${snapshot.id}`}
+        save={(labels) => operations.labelSnapshot(snapshot.id, labels)}
+      />
       <dl>
         <dt>Kind</dt>
         <dd>{snapshot.kind}</dd>

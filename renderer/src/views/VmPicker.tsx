@@ -1,19 +1,21 @@
 // The VMs of an episode with many of them (VM_PICKER_FROM or more, docs/ui.md "Many VMs"): instead of a strip of
 // tabs that runs off the side, a search box that opens a list of the VMs, sortable by name, state or creation, with
 // the selected VM's tab beside it so it is always in view. The list is a combobox's listbox: type to filter, the
-// arrow keys move, Enter picks, Esc closes; a click picks too.
+// arrow keys move, Enter picks, Esc closes; a click picks too. A label column (one label of the VMs', chosen) shows,
+// sorts by (VMs without it last) and filters by its value (`reward>0.5` in the search box; docs/labels.md).
 import { useEffect, useId, useRef, useState } from 'react';
 import { useShallow } from 'zustand/react/shallow';
 import { useApp, useAppState } from '../app-context.js';
 import { sortBy, useSortOrder, type SortOrder } from '../sort-order.js';
 import { selectVm } from '../store/selection.js';
+import { formatLabelValue, labelQuery } from '../tree/label-scale.js';
 import { SortButton } from './SortHeader.js';
 import { StateBadge } from './StateBadge.js';
 
 /** From this many VMs on, the episode shows the picker instead of one tab per VM. */
 export const VM_PICKER_FROM = 20;
 
-const COLUMNS = ['name', 'state', 'created'] as const;
+const COLUMNS = ['name', 'state', 'created', 'label'] as const;
 type Column = (typeof COLUMNS)[number];
 const BY_CREATION: SortOrder<Column> = { column: 'created', direction: 'asc' };
 
@@ -24,15 +26,33 @@ export function VmPicker({ vmIds, selected }: { vmIds: string[]; selected: strin
   const [open, setOpen] = useState(false);
   const [query, setQuery] = useState('');
   const [order, sortOn] = useSortOrder('vms', COLUMNS, BY_CREATION);
+  // The labels the VMs have, for the label column's choice; the column shows the chosen one (the first by default).
+  const labelKeys = useAppState(
+    useShallow((s) => [...new Set(vmIds.flatMap((id) => Object.keys(s.engine.vms[id]?.labels ?? {})))].sort()),
+  );
+  const [chosenLabel, setLabel] = useState<string | null>(null);
+  const label = chosenLabel && labelKeys.includes(chosenLabel) ? chosenLabel : (labelKeys[0] ?? null);
   const shown = useAppState(
     useShallow((s) => {
       const needle = query.trim().toLowerCase();
+      const byLabel = labelQuery(query);
       const matching = vmIds.filter((id) => {
         const vm = s.engine.vms[id];
         if (!vm) return false;
+        if (byLabel) return byLabel(vm.labels);
         const at = vm.snapshot ? (s.engine.snapshots[vm.snapshot]?.name ?? '') : '';
-        return !needle || [vm.name, vm.id, vm.state, at].some((text) => text.toLowerCase().includes(needle));
+        const labels = Object.entries(vm.labels ?? {}).map(([key, value]) => `${key}=${value}`);
+        return !needle || [vm.name, vm.id, vm.state, at, ...labels].some((text) => text.toLowerCase().includes(needle));
       });
+      if (order.column === 'label') {
+        // VMs without the label come last whichever way it sorts.
+        const value = (id: string) => (label ? s.engine.vms[id]!.labels?.[label] : undefined);
+        const valued = matching.filter((id) => value(id) !== undefined);
+        return [
+          ...sortBy(valued, (id) => value(id)!, order.direction),
+          ...matching.filter((id) => !valued.includes(id)),
+        ];
+      }
       return sortBy(
         matching,
         (id) =>
@@ -123,6 +143,20 @@ export function VmPicker({ vmIds, selected }: { vmIds: string[]; selected: strin
             <SortButton column="created" order={order} choose={sortOn}>
               Created
             </SortButton>
+            {label && (
+              <>
+                <SortButton column="label" order={order} choose={sortOn}>
+                  {label}
+                </SortButton>
+                {labelKeys.length > 1 && (
+                  <select aria-label="Label column" value={label} onChange={(e) => setLabel(e.target.value)}>
+                    {labelKeys.map((key) => (
+                      <option key={key}>{key}</option>
+                    ))}
+                  </select>
+                )}
+              </>
+            )}
             <span className="muted">
               {shown.length} of {vmIds.length}
             </span>
@@ -135,6 +169,7 @@ export function VmPicker({ vmIds, selected }: { vmIds: string[]; selected: strin
                 vmId={id}
                 selected={id === selected}
                 active={id === current}
+                label={label}
                 pick={() => pick(id)}
               />
             ))}
@@ -151,12 +186,15 @@ function VmOption({
   vmId,
   selected,
   active,
+  label,
   pick,
 }: {
   id: string;
   vmId: string;
   selected: boolean;
   active: boolean;
+  /** The label column's key. */
+  label: string | null;
   pick: () => void;
 }) {
   const vm = useAppState((s) => s.engine.vms[vmId]);
@@ -178,6 +216,11 @@ function VmOption({
       <span className="vm-tab-name">{vm.name}</span>
       <StateBadge state={vm.state} />
       <span className="muted small">{at ? `at ${at}` : ''}</span>
+      {label && (
+        <span className="vm-option-label small" data-testid="vm-label" title={label}>
+          {vm.labels?.[label] === undefined ? '—' : formatLabelValue(vm.labels[label])}
+        </span>
+      )}
     </li>
   );
 }
