@@ -3,8 +3,9 @@ becomes a typed result. Both clients run these through their transport; neither 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, TypeVar, Union
 
 from ._protocol import API_PREFIX, HttpRequest, HttpResponse, quote
 from ._types import (
@@ -14,6 +15,7 @@ from ._types import (
     Health,
     Image,
     Inspected,
+    LabelValue,
     Listener,
     Logs,
     MemoryStats,
@@ -111,9 +113,31 @@ def snapshot(ref: Ref) -> Call[Snapshot]:
     return _call("GET", f"/snapshots/{quote(ref_of(ref, 'snapshot'))}", Snapshot.from_json)
 
 
-def update_snapshot(ref: Ref, name: Optional[str], note: Optional[str]) -> Call[Snapshot]:
-    body = _drop_none(name=name, note=note)
+def update_snapshot(
+    ref: Ref, name: Optional[str], note: Optional[str], labels: Optional[Mapping[str, Optional[LabelValue]]] = None
+) -> Call[Snapshot]:
+    body = _drop_none(name=name, note=note, labels=None if labels is None else labels_change(labels))
     return _call("PATCH", f"/snapshots/{quote(ref_of(ref, 'snapshot'))}", Snapshot.from_json, body)
+
+
+def update_vm(ref: Ref, labels: Mapping[str, Optional[LabelValue]]) -> Call[Vm]:
+    return _call("PATCH", f"/vms/{quote(ref_of(ref, 'vm'))}", Vm.from_json, {"labels": labels_change(labels)})
+
+
+def labels_change(labels: Mapping[str, Optional[LabelValue]]) -> Dict[str, Optional[LabelValue]]:
+    """Labels to set (a value) or remove (``None``), checked for their types here (``ValueError`` naming the key);
+    the engine checks the rest (key characters, lengths, how many) and answers ``BadRequest`` naming the rule."""
+    if not isinstance(labels, Mapping):
+        raise ValueError(f"labels: expected a mapping of keys to values, got {type(labels).__name__}")
+    change: Dict[str, Optional[LabelValue]] = {}
+    for key, value in labels.items():
+        if not isinstance(key, str):
+            raise ValueError(f"labels: a key is a string, got {key!r}")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (value is None or isinstance(value, str) or (number and math.isfinite(value))):  # type: ignore[arg-type]
+            raise ValueError(f"labels: {key}: a label is a finite number, a string or None (remove), got {value!r}")
+        change[key] = value
+    return change
 
 
 def delete_snapshot(ref: Ref) -> Call[None]:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 Json = Mapping[str, Any]
+#: A label's value (docs/labels.md): a finite number or a string of at most 256 characters.
+LabelValue = Union[int, float, str]
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,8 @@ class Vm:
     ports: List[PortForward] = field(default_factory=list)
     #: Whether it has a network and how many packets its policy refused.
     network: VmNetworkSummary = field(default_factory=VmNetworkSummary)
+    #: Its labels (docs/labels.md): numbers and strings by key, ``{"reward": 0.83}``.
+    labels: Dict[str, LabelValue] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, j: Json) -> "Vm":
@@ -167,6 +171,7 @@ class Vm:
             agent=j.get("agent", "none"),
             ports=[PortForward.from_json(p) for p in j.get("ports", [])],
             network=VmNetworkSummary.from_json(j.get("network")),
+            labels=dict(j.get("labels") or {}),
         )
 
 
@@ -224,6 +229,8 @@ class Snapshot:
     memory_bytes: int
     cpus: int
     deleted: bool
+    #: Its labels (docs/labels.md): a checkpoint's reward, a task id; not its VM's.
+    labels: Dict[str, LabelValue] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, j: Json) -> "Snapshot":
@@ -241,6 +248,7 @@ class Snapshot:
             memory_bytes=j.get("memoryBytes", 0),
             cpus=j.get("cpus", 0),
             deleted=j.get("deleted", False),
+            labels=dict(j.get("labels") or {}),
         )
 
 

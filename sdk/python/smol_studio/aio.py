@@ -23,6 +23,7 @@ from typing import (
     Generator,
     Iterable,
     List,
+    Mapping,
     Optional,
     Pattern,
     Tuple,
@@ -68,6 +69,7 @@ from ._types import (
     Health,
     Image,
     Inspected,
+    LabelValue,
     Listener,
     Logs,
     MemoryStats,
@@ -584,6 +586,12 @@ class AsyncSmol:
 
     async def update_snapshot(self, ref: Ref, name: Optional[str] = None, note: Optional[str] = None) -> Snapshot:
         return await self._call(calls.update_snapshot(ref, name, note))
+
+    async def label_snapshot(self, ref: Ref, labels: Mapping[str, Optional[LabelValue]]) -> Snapshot:
+        return await self._call(calls.update_snapshot(ref, None, None, labels))
+
+    async def label_vm(self, vm: Ref, labels: Mapping[str, Optional[LabelValue]]) -> Vm:
+        return await self._call(calls.update_vm(vm, labels))
 
     async def delete_snapshot(self, ref: Ref) -> None:
         await self._call(calls.delete_snapshot(ref))

@@ -21,6 +21,7 @@ from typing import (
     Iterable,
     Iterator,
     List,
+    Mapping,
     Optional,
     Pattern,
     Tuple,
@@ -66,6 +67,7 @@ from ._types import (
     Health,
     Image,
     Inspected,
+    LabelValue,
     Listener,
     Logs,
     MemoryStats,
@@ -617,6 +619,14 @@ class Smol:
     def update_snapshot(self, ref: Ref, name: Optional[str] = None, note: Optional[str] = None) -> Snapshot:
         """Renames a snapshot or changes its note."""
         return self._call(calls.update_snapshot(ref, name, note))
+
+    def label_snapshot(self, ref: Ref, labels: Mapping[str, Optional[LabelValue]]) -> Snapshot:
+        """Sets each label to its value and removes the ones set to None; the others stay (docs/labels.md)."""
+        return self._call(calls.update_snapshot(ref, None, None, labels))
+
+    def label_vm(self, vm: Ref, labels: Mapping[str, Optional[LabelValue]]) -> Vm:
+        """Sets each label of the VM to its value and removes the ones set to None; the others stay."""
+        return self._call(calls.update_vm(vm, labels))
 
     def delete_snapshot(self, ref: Ref) -> None:
         self._call(calls.delete_snapshot(ref))

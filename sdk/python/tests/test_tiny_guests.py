@@ -45,7 +45,7 @@ def test_connect_starts_the_engine_once_and_a_second_client_shares_it(home: Engi
     operations = {op["operationId"] for path in smol.openapi()["paths"].values() for op in path.values()}
     called = {
         "health", "openapi", "listEpisodes", "createEpisode", "listSmolfileExamples", "listImages", "pullImage",
-        "removeImage", "pruneImages", "getEpisode", "deleteEpisode", "listSnapshots", "listVms", "getVm", "removeVm",
+        "removeImage", "pruneImages", "getEpisode", "deleteEpisode", "listSnapshots", "listVms", "getVm", "updateVm", "removeVm",
         "checkpoint", "forkVm", "restore", "stopVm", "startVm", "pauseVm", "resumeVm", "resetVm", "memoryStats",
         "metrics", "network", "logs", "screen", "recording", "writeConsole", "getSnapshot", "updateSnapshot",
         "deleteSnapshot", "forkSnapshot", "packMachine", "openMachine", "inspectMachine", "gc", "listen", "unlisten", "shutdown", "console", "events", "execStream",
