@@ -12,12 +12,19 @@
 #   machines: zstd, which compresses .smolmachine chunks (docs/smolmachine.md; Node 20's zlib has no zstd)
 #   images: e2fsprogs (mke2fs -d, debugfs) and attr (setfattr: layers' xattrs) to make OCI images into root disks;
 #          docker-registry and skopeo for the OCI tests' and `smol bench image`'s registry on loopback (docs/images.md)
+#   kubernetes: golang-go and golang-github-containerd-containerd-dev (containerd 1.6's Go sources) build the
+#          containerd shim in GOPATH mode (npm run build:shim, docs/kubernetes.md); containerd (with ctr) for its
+#          test; python3-yaml for the offline check of deploy/kubernetes/
+#   remote: openssl, which makes the self-signed certificate of smol serve --tls (docs/remote.md); iproute2 (ip netns)
+#          for the two-engine test's network namespaces
 # The guest kernel build (smol guest build) installs its own packages when it runs.
 set -euo pipefail
 
 packages=(build-essential python3 libslirp-dev libseccomp-dev libglib2.0-dev pkg-config clang libclang-rt-14-dev qemu-system-x86 busybox-static cpio xz-utils util-linux chromium
   python3-pytest python3-wsproto python3-h11 python3-venv
-  e2fsprogs attr docker-registry skopeo zstd)
+  e2fsprogs attr docker-registry skopeo zstd
+  golang-go golang-github-containerd-containerd-dev containerd python3-yaml
+  openssl iproute2)
 
 missing=()
 for p in "${packages[@]}"; do

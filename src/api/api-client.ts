@@ -5,6 +5,7 @@ import http from 'node:http';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import WebSocket, { type RawData } from 'ws';
+import { PinnedAgent, type PinOptions } from './pinned-tls.js';
 import { API_PREFIX, type EngineEvent, type ExecRequest, type ExecResult } from './schema.js';
 import { operationRequest, type CallArgs, type OperationName, type ResponseOf } from './operations.js';
 
@@ -29,7 +30,11 @@ export interface ExecStream {
   close(): void;
 }
 
-export type ApiTarget = { socketPath: string } | { url: string; token: string };
+/**
+ * The data dir's Unix socket, or a TCP listener (`smol serve`) by its URL and a token; an `https:` URL is trusted by
+ * its certificate's fingerprint, given or pinned on first use (pinned-tls.ts), never by a CA.
+ */
+export type ApiTarget = { socketPath: string } | ({ url: string; token: string } & PinOptions);
 
 /**
  * A request the engine refused: `status` is the HTTP status, `code` the kind of failure as an errno name ('EBUSY',
@@ -80,15 +85,24 @@ function refusal(status: number, text: string): ApiClientError {
 
 export class ApiClient {
   /** Keeps connections open between requests; an idle one is dropped before the server's 5 s keep-alive would. */
-  readonly #agent = new http.Agent({ keepAlive: true, timeout: 4000 });
+  readonly #agent: http.Agent;
+  /** For streamed bodies and WebSockets: a connection of their own each. */
+  readonly #oneShot: http.Agent | false;
   readonly #streams = new Set<WebSocket>();
 
-  constructor(readonly target: ApiTarget) {}
+  constructor(readonly target: ApiTarget) {
+    const tls = 'url' in target && new URL(target.url).protocol === 'https:';
+    this.#agent = tls
+      ? new PinnedAgent(target, { keepAlive: true, timeout: 4000 })
+      : new http.Agent({ keepAlive: true, timeout: 4000 });
+    this.#oneShot = tls ? new PinnedAgent(target) : false;
+  }
 
   /** Ends this client's idle connections and open streams (a process need not call it to exit). */
   close(): void {
     for (const ws of this.#streams) ws.close();
     this.#agent.destroy();
+    if (this.#oneShot) this.#oneShot.destroy();
   }
 
   /**
@@ -155,7 +169,7 @@ export class ApiClient {
           ? http.request({ socketPath: this.target.socketPath, path, method, headers, agent: false }, answered)
           : http.request(
               new URL(path, this.target.url),
-              { method, headers: { ...headers, authorization: `Bearer ${this.target.token}` }, agent: false },
+              { method, headers: { ...headers, authorization: `Bearer ${this.target.token}` }, agent: this.#oneShot },
               answered,
             );
       req.on('error', reject);
@@ -269,7 +283,8 @@ export class ApiClient {
     if ('socketPath' in this.target) return new WebSocket(`ws+unix:${this.target.socketPath}:${path}`);
     const url = new URL(path, this.target.url);
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
-    return new WebSocket(url, { headers: { authorization: `Bearer ${this.target.token}` } });
+    const agent = this.#oneShot || undefined;
+    return new WebSocket(url, { headers: { authorization: `Bearer ${this.target.token}` }, agent });
   }
 
   /** Reports the first reason a WebSocket ended (a refusal's own message too) once, unless we closed it. */

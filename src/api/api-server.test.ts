@@ -171,6 +171,12 @@ function fakeEngine() {
     unlisten: async (port) => {
       if (port !== 4242) throw new ApiFailure(404, `no TCP listener on port ${port}`);
     },
+    // Named tokens and their gate are tested against a real engine in tests/engine/remote.test.ts.
+    listTokens: () => [],
+    createToken: ({ name, scope }) => ({ name, scope, created: now, lastUsed: null, token: 'smol_x' }),
+    removeToken: (name) => {
+      if (name !== 'ci') throw new ApiFailure(404, `no token named ${name}`);
+    },
   };
   // Every call the server makes into the engine, by name (what a refused request must never reach).
   const calls: string[] = [];
@@ -238,7 +244,7 @@ describe('API transport', () => {
   });
 
   it('answers every route with a body its response schema accepts', async () => {
-    const params = { episode: EP, vm: VM, snapshot: SN };
+    const params = { episode: EP, vm: VM, snapshot: SN, token: 'ci' };
     const bodies: Record<string, unknown> = {
       createEpisode: { smolfile: '/w/Smolfile', name: 'demo' },
       checkpoint: { name: 'before-install', note: 'clean' },
@@ -252,6 +258,7 @@ describe('API transport', () => {
       packMachine: { source: 'main', path: '/w/main.smolmachine' },
       openMachine: { path: '/w/main.smolmachine' },
       inspectMachine: { path: '/w/main.smolmachine' },
+      createToken: { name: 'ci' },
     };
     for (const route of ROUTES) {
       const url = route.path.replace(/:(\w+)/g, (_, name: keyof typeof params) => params[name]);

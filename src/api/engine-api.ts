@@ -15,8 +15,11 @@ import type {
   PulledImage,
   PullImageRequest,
   RemovedImages,
+  CreatedToken,
+  CreateTokenRequest,
   ListenRequest,
   Listener,
+  TokenInfo,
   Logs,
   MemoryStats,
   MetricsHistory,
@@ -162,6 +165,12 @@ export interface EngineApi {
   listen(request: ListenRequest): Promise<Listener>;
   /** Closes the TCP listener on `port`. */
   unlisten(port: number): Promise<void>;
+  /** The data dir's named tokens (docs/remote.md, "Tokens"), without their secrets. */
+  listTokens(): TokenInfo[];
+  /** A new named token; its secret is in this answer only. */
+  createToken(request: CreateTokenRequest): CreatedToken;
+  /** Revokes a named token at once: its next request gets 401, its open streams close. */
+  removeToken(name: string): void;
   /** Suspends every running VM and ends the engine process. */
   shutdown(options?: { force?: boolean }): Promise<void>;
 }

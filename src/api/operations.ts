@@ -357,6 +357,26 @@ export const OPERATIONS = {
     status: 204,
     query: z.object({ port: z.coerce.number().int().min(1).max(65535) }).strict(),
   }),
+  listTokens: operation({
+    method: 'GET',
+    path: `${API_PREFIX}/tokens`,
+    summary: 'The named tokens of the data dir (smol token ls); a full token only',
+    response: s.TokenList,
+  }),
+  createToken: operation({
+    method: 'POST',
+    path: `${API_PREFIX}/tokens`,
+    summary: 'A new named token, answered once (smol token create); a full token only',
+    status: 201,
+    request: s.CreateTokenRequest,
+    response: s.CreatedToken,
+  }),
+  removeToken: operation({
+    method: 'DELETE',
+    path: `${API_PREFIX}/tokens/:token`,
+    summary: 'Revoke a named token at once, closing its open streams (smol token rm); a full token only',
+    status: 204,
+  }),
   shutdown: operation({
     method: 'POST',
     path: `${API_PREFIX}/engine/shutdown`,

@@ -89,6 +89,9 @@ const HANDLERS: Handlers = {
   gc: (api) => api.gc(),
   listen: (api, _p, body) => api.listen(body),
   unlisten: (api, _p, _b, query) => api.unlisten(query.port),
+  listTokens: (api) => ({ tokens: api.listTokens() }),
+  createToken: (api, _p, body) => api.createToken(body),
+  removeToken: (api, p) => api.removeToken(p.token),
   shutdown: (api, _p, _b, query) => api.shutdown({ force: query.force === 'true' }),
 };
 

@@ -308,9 +308,28 @@ export const ListenRequest = z
       .boolean()
       .default(false)
       .describe('replace the data dir’s token first (SMOL_HOME/serve-token): the old one opens nothing any more'),
+    tls: z
+      .boolean()
+      .default(false)
+      .describe('HTTPS: with cert and key, that certificate; else the data dir’s self-signed one (made on first use)'),
+    cert: z.string().min(1).optional().describe('a PEM certificate file (absolute path); needs key, implies tls'),
+    key: z.string().min(1).optional().describe('the PEM private key file of cert (absolute path)'),
   })
   .strict()
   .meta({ id: 'ListenRequest' });
+
+const TokenName = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'letters, digits, ".", "_" and "-", starting with a letter or digit');
+export const TokenScope = z
+  .enum(['full', 'read-only'])
+  .describe('read-only: GET and HEAD, the event stream, consoles without typing; full: everything');
+export const CreateTokenRequest = z
+  .object({ name: TokenName, scope: TokenScope.default('full') })
+  .strict()
+  .meta({ id: 'CreateTokenRequest' });
 
 // ---- responses ----
 
@@ -366,8 +385,25 @@ export const Listener = z
       .nullable()
       .optional()
       .describe('the port this host address was served on before, when it was taken: its pages must open url'),
+    fingerprint: z
+      .string()
+      .nullable()
+      .optional()
+      .describe('HTTPS: the SHA-256 fingerprint of the listener’s certificate (AB:CD:…), which clients pin'),
   })
   .meta({ id: 'Listener' });
+export const TokenInfo = z
+  .object({
+    name: z.string(),
+    scope: TokenScope,
+    created: Time,
+    lastUsed: Time.nullable().describe('the last request or stream it opened (to the minute), null: never'),
+  })
+  .meta({ id: 'TokenInfo' });
+export const TokenList = z.object({ tokens: z.array(TokenInfo) }).meta({ id: 'TokenList' });
+export const CreatedToken = TokenInfo.extend({
+  token: z.string().describe('the secret, shown this once: the engine keeps only its SHA-256'),
+}).meta({ id: 'CreatedToken' });
 export const Health = z
   .object({ version: z.string(), pid: z.number().int(), home: z.string(), started: Time })
   .meta({ id: 'Health' });
@@ -575,6 +611,10 @@ export type Screen = z.infer<typeof Screen>;
 export type Health = z.infer<typeof Health>;
 export type ListenRequest = z.infer<typeof ListenRequest>;
 export type Listener = z.infer<typeof Listener>;
+export type TokenScope = z.infer<typeof TokenScope>;
+export type CreateTokenRequest = z.infer<typeof CreateTokenRequest>;
+export type TokenInfo = z.infer<typeof TokenInfo>;
+export type CreatedToken = z.infer<typeof CreatedToken>;
 export type GcResult = z.infer<typeof GcResult>;
 export type ImageSummary = z.infer<typeof ImageSummary>;
 export type PullImageRequest = z.input<typeof PullImageRequest>;

@@ -12,6 +12,7 @@ import { CommandError } from './errors.js';
 export const ENGINE_HELP = `Usage: smol engine [run] [--home DIR]
        smol engine status [--json]
        smol engine stop [--force]
+       smol engine add|ls|rm|trust …   (remote engines: smol engine add --help)
 
 run (the default) runs the engine of a data dir in the foreground (clients such as smol up start it in the
 background when none runs). stop suspends every running VM to a snapshot and ends it; the next engine resumes
@@ -25,6 +26,9 @@ function version(): string {
 }
 
 export async function runEngineCommand(argv: string[]): Promise<number> {
+  if (['add', 'ls', 'rm', 'trust'].includes(argv[0] ?? '')) {
+    return (await import('./remote-engine-commands.js')).runRemoteEngines(argv);
+  }
   const { flags, args, help } = parseCommand(
     'engine',
     argv,

@@ -107,6 +107,10 @@ const COMMANDS: Record<string, { summary: string; run: () => Promise<Run> }> = {
     summary: 'open the engine API on a TCP port with a token (prints the URL)',
     run: async () => (await import('./serve-command.js')).runServe,
   },
+  token: {
+    summary: 'create, list or revoke named tokens for smol serve (--read-only: look, not change)',
+    run: async () => (await import('./token-command.js')).runToken,
+  },
   store: {
     summary: "check the data dir's snapshots, layers and records (--repair quarantines what is broken)",
     run: async () => (await import('./store-command.js')).runStore,
@@ -127,6 +131,7 @@ ${Object.entries(COMMANDS)
   .join('\n')}
 
 Run smol <command> --help for a command's options. smol --version prints the version.
+--engine URL|NAME (or SMOL_ENGINE) before or after the command runs it against a remote engine (smol engine add).
 `;
 
 function version(): string {
@@ -135,7 +140,32 @@ function version(): string {
 }
 
 /** Runs one command line; returns the exit status. Errors become one `smol: …` line on stderr. */
-export async function main(argv: string[]): Promise<number> {
+/**
+ * `--engine URL|NAME` anywhere before a `--`: every command then talks to that remote engine (docs/remote.md), as
+ * with SMOL_ENGINE. Taken out here, so no command needs an option of its own for it.
+ */
+function takeEngineFlag(argv: string[]): string[] {
+  const end = argv.indexOf('--') === -1 ? argv.length : argv.indexOf('--');
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (i < end && arg === '--engine') {
+      const value = argv[++i];
+      if (value === undefined || i >= end) throw new UsageError('', '--engine needs a URL or an engine name');
+      process.env.SMOL_ENGINE = value;
+    } else if (i < end && arg.startsWith('--engine=')) process.env.SMOL_ENGINE = arg.slice('--engine='.length);
+    else rest.push(arg);
+  }
+  return rest;
+}
+
+export async function main(argvIn: string[]): Promise<number> {
+  let argv: string[];
+  try {
+    argv = takeEngineFlag(argvIn);
+  } catch (err) {
+    return reportError(err);
+  }
   const [command, ...rest] = argv;
   try {
     if (command === undefined) {

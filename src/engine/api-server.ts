@@ -4,6 +4,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { chmodSync, lstatSync, mkdtempSync, renameSync, rmSync, unlinkSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Readable, type Duplex } from 'node:stream';
@@ -15,6 +16,7 @@ import { codeOf, statusForCode } from '../api/error-codes.js';
 import { parseInput } from '../api/request-errors.js';
 import { FILE_ROUTE, ROUTES, WEBSOCKET_ROUTES, matchPath, type Params, type Route } from '../api/routes.js';
 import { API_PREFIX, FileQuery, Ref } from '../api/schema.js';
+import type { ApiTokens } from './api-tokens.js';
 import { rejectUpgrade, streamConsole, streamEvents, streamExec } from './api-websockets.js';
 import { StaticFailure, resolveStatic, sendFailurePage, sendStatic } from './static-files.js';
 
@@ -26,6 +28,16 @@ export interface ApiServerOptions {
   tcp?: { host: string; port: number; token: string };
   /** The built UI (dist/renderer), served at / outside /api/v1 (web mode); none when omitted. */
   staticRoot?: string;
+  /** The data dir's named tokens (api-tokens.ts), accepted on every TCP listener beside its token. */
+  tokens?: ApiTokens;
+}
+
+/** A TCP listener: where, the data dir's own full token, and HTTPS with this certificate and key when given. */
+export interface TcpOptions {
+  host: string;
+  port: number;
+  token: string;
+  tls?: { cert: string; key: string };
 }
 
 export interface TcpListener {
@@ -37,8 +49,8 @@ export interface TcpListener {
 export interface ApiServer {
   /** The TCP listener's page URL with the token (`http://host:port/?token=T`), when there is one. */
   url?: string;
-  /** Opens another TCP listener (`smol serve`); every request on it needs `token`. */
-  addTcp(tcp: { host: string; port: number; token: string }): Promise<TcpListener>;
+  /** Opens another TCP listener (`smol serve`); every request on it needs `token` or a named token. */
+  addTcp(tcp: TcpOptions): Promise<TcpListener>;
   /** Closes the TCP listener on `port` (and its connections); false when there is none. */
   closeTcp(port: number): Promise<boolean>;
   /** Every open TCP listener takes `token` from now on, and the old one no more (`smol serve --rotate-token`). */
@@ -80,7 +92,19 @@ interface Gate {
   token: string;
   /** The host part of this server's own origin (IPv6 in brackets). */
   host: string;
+  scheme: 'http' | 'https';
+  tokens: ApiTokens | null;
 }
+
+/** Who a request comes from: the data dir's own token or the Unix socket (name null, full), or a named token. */
+interface Caller {
+  name: string | null;
+  scope: 'full' | 'read-only';
+  /** The secret it presented (the page's cookie carries it on). */
+  token: string | null;
+}
+
+const LOCAL: Caller = { name: null, scope: 'full', token: null };
 
 function sameSecret(a: string, b: string): boolean {
   // Digests first: equal lengths for timingSafeEqual, and no time that depends on how much of the token matched.
@@ -114,20 +138,37 @@ function presentedToken(req: http.IncomingMessage, url: URL): string | null {
 
 const NO_TOKEN = 'this listener needs the token: Authorization: Bearer T, ?token=T or the page’s smol_token cookie';
 
-/** Why the TCP listener refuses this request (401 no or wrong token, 403 a foreign Origin), or null. */
-function refusal(gate: Gate | null, req: http.IncomingMessage, url: URL): HttpError | null {
-  if (!gate) return null; // the Unix socket: its file mode is the protection
+/** Neither the data dir's token nor a named one (never made, revoked, or another engine's). */
+const WRONG_TOKEN = 'wrong token';
+
+/** Who may make this request on the TCP listener; throws 401 for no or a wrong token, 403 for a foreign Origin. */
+function authorize(gate: Gate | null, req: http.IncomingMessage, url: URL): Caller {
+  if (!gate) return LOCAL; // the Unix socket: its file mode is the protection
   const token = presentedToken(req, url);
-  if (token === null) return new HttpError(401, NO_TOKEN);
-  if (!sameSecret(token, gate.token)) return new HttpError(401, 'wrong token');
-  const own = `http://${gate.host}:${req.socket.localPort}`;
+  if (token === null) throw new HttpError(401, NO_TOKEN);
+  const named = sameSecret(token, gate.token) ? null : (gate.tokens?.check(token) ?? undefined);
+  if (named === undefined) throw new HttpError(401, WRONG_TOKEN);
+  const own = `${gate.scheme}://${gate.host}:${req.socket.localPort}`;
   // Or the address the browser used to reach us (a forwarded port, a listener on 0.0.0.0): the page's own origin
   // then carries the same Host. A page of another origin never matches either; the token decides the rest.
-  const reached = req.headers.host ? `http://${req.headers.host}` : own;
+  const reached = req.headers.host ? `${gate.scheme}://${req.headers.host}` : own;
   const origin = req.headers.origin;
   const foreign = `requests from ${origin} are refused (only from ${own}${reached === own ? '' : ` or ${reached}`})`;
-  if (origin !== undefined && origin !== own && origin !== reached) return new HttpError(403, foreign);
-  return crossSiteLoad(req, url);
+  if (origin !== undefined && origin !== own && origin !== reached) throw new HttpError(403, foreign);
+  const crossSite = crossSiteLoad(req, url);
+  if (crossSite) throw crossSite;
+  return named ? { ...named, token } : { name: null, scope: 'full', token };
+}
+
+/**
+ * A read-only token may look (GET, HEAD: lists, screens, logs, files, the events and a console without typing) but
+ * not change anything, and not see or change the tokens themselves.
+ */
+function checkScope(caller: Caller, method: string, pathname: string): void {
+  if (caller.scope === 'full') return;
+  const tokens = pathname === `${API_PREFIX}/tokens` || pathname.startsWith(`${API_PREFIX}/tokens/`);
+  if ((method === 'GET' || method === 'HEAD') && !tokens) return;
+  throw new HttpError(403, `the token ${caller.name} is read-only: ${method} ${pathname} needs a full token`);
 }
 
 /**
@@ -218,7 +259,7 @@ function send(res: http.ServerResponse, status: number, body: unknown, type: str
 const isApiPath = (pathname: string) => pathname === API_PREFIX || pathname.startsWith(`${API_PREFIX}/`);
 
 /** A UI file (web mode). The page URL's `?token=` also sets the cookie that its scripts, styles and sockets send. */
-function serveUi(root: string, gate: Gate | null, url: URL, req: http.IncomingMessage, res: http.ServerResponse) {
+function serveUi(root: string, caller: Caller, url: URL, req: http.IncomingMessage, res: http.ServerResponse) {
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     throw new HttpError(405, `${req.method} is not allowed on ${url.pathname} (allowed: GET, HEAD)`, {
       allow: 'GET, HEAD',
@@ -232,8 +273,8 @@ function serveUi(root: string, gate: Gate | null, url: URL, req: http.IncomingMe
     if (error instanceof StaticFailure) throw new HttpError(error.status, error.message);
     throw error;
   }
-  const cookie = `${tokenCookie(req)}=${gate?.token}; Path=/; HttpOnly; SameSite=Strict`;
-  sendStatic(req, res, found, gate && url.searchParams.has('token') ? { 'set-cookie': cookie } : {});
+  const cookie = `${tokenCookie(req)}=${caller.token}; Path=/; HttpOnly; SameSite=Strict`;
+  sendStatic(req, res, found, caller.token && url.searchParams.has('token') ? { 'set-cookie': cookie } : {});
 }
 
 /**
@@ -271,9 +312,9 @@ async function serve(
 ) {
   try {
     const url = new URL(req.url ?? '/', 'http://engine');
-    const refused = refusal(gate, req, url);
-    if (refused) throw refused;
-    if (staticRoot && !isApiPath(url.pathname)) return serveUi(staticRoot, gate, url, req, res);
+    const caller = authorize(gate, req, url);
+    if (staticRoot && !isApiPath(url.pathname)) return serveUi(staticRoot, caller, url, req, res);
+    checkScope(caller, req.method ?? 'GET', url.pathname);
     const fileParams = matchPath(FILE_ROUTE.path, url.pathname);
     if (fileParams) return await serveFile(api, validParams(fileParams).vm, url, req, res);
     const { route, raw } = findRoute(req.method ?? 'GET', url.pathname);
@@ -300,24 +341,46 @@ interface Upgrade {
   head: Buffer;
 }
 
-function upgrade(api: EngineApi, gate: Gate | null, wss: WebSocketServer, { req, socket, head }: Upgrade): void {
+/** The open WebSockets of each named token, closed when it is revoked. */
+type StreamsByToken = Map<string, Set<WebSocket>>;
+
+function upgrade(
+  api: EngineApi,
+  gate: Gate | null,
+  wss: WebSocketServer,
+  byToken: StreamsByToken,
+  { req, socket, head }: Upgrade,
+): void {
   socket.on('error', () => socket.destroy());
+  let caller = LOCAL;
   const accept = (then: (ws: WebSocket) => void) =>
     wss.handleUpgrade(req, socket, head, (ws) => {
       ws.on('error', () => ws.terminate()); // a protocol error: the close that follows cleans up
+      if (caller.name !== null) {
+        const name = caller.name;
+        const open = byToken.get(name) ?? new Set();
+        byToken.set(name, open.add(ws));
+        ws.on('close', () => open.delete(ws));
+      }
       then(ws);
     });
   try {
     const url = new URL(req.url ?? '/', 'http://engine');
-    const refused = refusal(gate, req, url);
-    if (refused) throw refused;
+    caller = authorize(gate, req, url);
     if (matchPath(EVENTS, url.pathname)) return accept((ws) => streamEvents(api, ws));
     const execParams = matchPath(EXEC, url.pathname);
     const params = execParams ?? matchPath(CONSOLE, url.pathname);
     if (!params) throw new HttpError(404, `no WebSocket at ${url.pathname}`);
+    if (execParams && caller.scope === 'read-only') {
+      throw new HttpError(
+        403,
+        `the token ${caller.name} is read-only: running a command in a guest needs a full token`,
+      );
+    }
     const { vm } = validParams(params);
     api.getVm(vm); // an unknown VM is a 404 before upgrading
-    accept((ws) => (execParams ? streamExec(api, vm, ws) : streamConsole(api, vm, ws)));
+    const readOnly = caller.scope === 'read-only' ? `the token ${caller.name} is read-only` : null;
+    accept((ws) => (execParams ? streamExec(api, vm, ws) : streamConsole(api, vm, ws, readOnly)));
   } catch (error) {
     const failure =
       error instanceof URIError ? new HttpError(400, 'path: malformed percent-encoding') : asHttpError(error);
@@ -369,7 +432,7 @@ async function listenOnSocket(server: http.Server, socketPath: string): Promise<
   }
 }
 
-function listen(server: http.Server, where: string | { host: string; port: number }): Promise<void> {
+function listen(server: http.Server | https.Server, where: string | { host: string; port: number }): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(where, () => {
@@ -394,9 +457,16 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   const { api, socketPath, tcp, staticRoot } = options;
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_BODY });
   const servers: http.Server[] = [];
-  const open = (gate: Gate | null) => {
-    const server = http.createServer((req, res) => void serve(api, gate, staticRoot, req, res));
-    server.on('upgrade', (req, socket, head) => upgrade(api, gate, wss, { req, socket, head }));
+  const byToken: StreamsByToken = new Map();
+  const unsubscribeRevoked = options.tokens?.onRevoke((name) => {
+    for (const ws of byToken.get(name) ?? []) ws.close(1008, `the token ${name} was revoked`);
+    byToken.delete(name);
+  });
+  const open = (gate: Gate | null, tls?: { cert: string; key: string }) => {
+    const handler = (req: http.IncomingMessage, res: http.ServerResponse) =>
+      void serve(api, gate, staticRoot, req, res);
+    const server = tls ? https.createServer({ ...tls, minVersion: 'TLSv1.2' }, handler) : http.createServer(handler);
+    server.on('upgrade', (req, socket, head) => upgrade(api, gate, wss, byToken, { req, socket, head }));
     servers.push(server);
     return server;
   };
@@ -411,15 +481,17 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     }, 1000);
     await Promise.all(servers.map(closeServer));
     clearTimeout(cutOff);
+    unsubscribeRevoked?.();
     wss.close();
     if (lstatSync(socketPath, { throwIfNoEntry: false })?.ino === inode) unlinkSync(socketPath);
   };
   const tcpServers = new Map<number, http.Server>();
   const gates = new Map<http.Server, Gate>();
-  const addTcp = async (tcp: { host: string; port: number; token: string }): Promise<TcpListener> => {
+  const addTcp = async (tcp: TcpOptions): Promise<TcpListener> => {
     const host = tcp.host.includes(':') ? `[${tcp.host}]` : tcp.host;
-    const gate = { token: tcp.token, host };
-    const listener = open(gate);
+    const scheme = tcp.tls ? 'https' : 'http';
+    const gate: Gate = { token: tcp.token, host, scheme, tokens: options.tokens ?? null };
+    const listener = open(gate, tcp.tls);
     gates.set(listener, gate);
     try {
       await listen(listener, { host: tcp.host, port: tcp.port });
@@ -430,7 +502,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     }
     const { port } = listener.address() as AddressInfo;
     tcpServers.set(port, listener);
-    return { url: `http://${host}:${port}/?token=${encodeURIComponent(tcp.token)}`, port };
+    return { url: `${scheme}://${host}:${port}/?token=${encodeURIComponent(tcp.token)}`, port };
   };
   const closeTcp = async (port: number): Promise<boolean> => {
     const listener = tcpServers.get(port);

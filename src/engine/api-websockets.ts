@@ -39,9 +39,10 @@ export function streamEvents(api: EngineApi, ws: WebSocket): void {
 /**
  * A VM's console: `{"type":"screen","data","reason"}` (text) first and after a resync, output as binary messages,
  * `{"type":"closed","reason"}` and a close when the VM ends. The viewer's messages, binary or text, are typed in;
- * one the console refuses (a read-only console) is answered with `{"type":"error","message"}`.
+ * one the console refuses (a read-only console, or a read-only token's: `readOnly` says why) is answered with
+ * `{"type":"error","message"}`.
  */
-export function streamConsole(api: EngineApi, vmRef: string, ws: WebSocket): void {
+export function streamConsole(api: EngineApi, vmRef: string, ws: WebSocket, readOnly: string | null = null): void {
   let ended = false;
   const sendJson = (message: object) => ws.readyState === ws.OPEN && ws.send(JSON.stringify(message));
   let attachment: ConsoleAttachment;
@@ -61,6 +62,7 @@ export function streamConsole(api: EngineApi, vmRef: string, ws: WebSocket): voi
     return void ws.close(1000);
   }
   ws.on('message', (data, isBinary) => {
+    if (readOnly) return void sendJson({ type: 'error', message: `${readOnly}: typing needs a full token` });
     try {
       attachment.write(isBinary ? toBuffer(data) : toBuffer(data).toString('utf8'));
     } catch (error) {

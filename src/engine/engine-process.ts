@@ -5,6 +5,8 @@ import path from 'node:path';
 import { packageRoot } from '../package-root.js';
 import { startApiServer } from './api-server.js';
 import { ServeIdentity } from './serve-identity.js';
+import { ApiTokens } from './api-tokens.js';
+import { dataDirCertificate, loadCertificate } from './tls-certificate.js';
 import { Engine } from './engine.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { enginePaths } from './engine-paths.js';
@@ -130,20 +132,33 @@ export async function runEngine(options: {
   }
   // The built UI for web mode (npm run build:renderer makes it).
   const staticRoot = path.join(packageRoot, 'dist', 'renderer');
-  const server = await startApiServer({ api: engine, socketPath: paths.socket, staticRoot });
+  const tokens = new ApiTokens(paths.home, log);
+  const server = await startApiServer({ api: engine, socketPath: paths.socket, staticRoot, tokens });
   // Before any other await: a client that connects the moment the socket appears (smol serve right after starting
   // the engine) must find the engine able to open listeners. No request is handled before this continuation runs.
   // One token for the data dir's listeners, kept across engines, and each host address's last port taken again
   // when free (serve-identity.ts): a page of the last engine's URL goes on working with the next one.
   const identity = new ServeIdentity({ home: paths.home, log });
+  engine.tokens = tokens;
   engine.listeners = {
-    add: async (host, port) => {
+    add: async (host, port, tlsFiles) => {
       const preferred = port === 0 ? identity.preferredPort(host) : null;
       const token = identity.token;
-      let listener = preferred ? await server.addTcp({ host, port: preferred, token }).catch(() => null) : null;
-      listener ??= await server.addTcp({ host, port, token });
+      // HTTPS with the files given, else the data dir's own certificate (docs/remote.md, "TLS").
+      const certificate = !tlsFiles
+        ? null
+        : tlsFiles.cert && tlsFiles.key
+          ? loadCertificate(tlsFiles.cert, tlsFiles.key)
+          : await dataDirCertificate(paths.home, host);
+      if (certificate && 'made' in certificate && certificate.made) {
+        log(`engine: made a self-signed certificate ${certificate.certFile} (SHA-256 ${certificate.fingerprint})`);
+      }
+      const tls = certificate ? { cert: certificate.cert, key: certificate.key } : undefined;
+      let listener = preferred ? await server.addTcp({ host, port: preferred, token, tls }).catch(() => null) : null;
+      listener ??= await server.addTcp({ host, port, token, tls });
       identity.remember(host, listener.port);
-      return { ...listener, movedFrom: preferred !== null && preferred !== listener.port ? preferred : null };
+      const movedFrom = preferred !== null && preferred !== listener.port ? preferred : null;
+      return { ...listener, movedFrom, fingerprint: certificate?.fingerprint ?? null };
     },
     close: (port) => server.closeTcp(port),
     rotateToken: () => server.setTcpToken(identity.rotate()),

@@ -23,7 +23,10 @@ import type {
   ForkResponse,
   GcResult,
   Health,
+  CreatedToken,
+  CreateTokenRequest,
   ListenRequest,
+  TokenInfo,
   Listener,
   Logs,
   MemoryStats,
@@ -66,6 +69,7 @@ import type {
 } from '../api/machine-schema.js';
 import { SnapshotStore, newId } from './snapshot-store.js';
 import { crashPoint } from './crash-points.js';
+import { isLoopback } from './tls-certificate.js';
 
 export type { EngineOptions } from './engine-core.js';
 
@@ -799,25 +803,64 @@ export class Engine extends EngineCore implements EngineApi {
 
   /** Set by the engine process: its API server's TCP listeners, for `smol serve`. */
   listeners: {
-    add: (host: string, port: number) => Promise<Listener>;
+    /** `tls`: HTTPS, with the files given or (both null) the data dir's self-signed certificate. */
+    add: (host: string, port: number, tls: { cert: string | null; key: string | null } | null) => Promise<Listener>;
     close: (port: number) => Promise<boolean>;
     /** A new token for the data dir (SMOL_HOME/serve-token) that every open listener takes at once. */
     rotateToken: () => void;
   } | null = null;
 
+  /** Set by the engine process: the data dir's named tokens (api-tokens.ts), which its listeners accept. */
+  tokens: {
+    list(): TokenInfo[];
+    create(name: string, scope: CreateTokenRequest['scope']): CreatedToken;
+    remove(name: string): void;
+  } | null = null;
+
   async listen(request: ListenRequest): Promise<Listener> {
     if (!this.listeners) throw new ApiFailure(503, 'this engine cannot open TCP listeners');
+    const where = `${request.host}:${request.port}`;
+    if ((request.cert === undefined) !== (request.key === undefined)) {
+      throw new ApiFailure(400, `cannot listen on ${where}: a certificate needs its key (cert and key together)`);
+    }
+    const tls =
+      request.tls || request.cert !== undefined ? { cert: request.cert ?? null, key: request.key ?? null } : null;
+    if (!tls && !isLoopback(request.host)) {
+      throw new ApiFailure(
+        400,
+        `cannot listen on ${where} without TLS: beyond this machine's loopback the token would cross the network ` +
+          'in the clear (smol serve --tls)',
+      );
+    }
     if (request.rotateToken) {
       this.listeners.rotateToken();
       this.options.log('engine: a new token for the TCP listeners (the old one opens nothing now)');
     }
     try {
-      const listener = await this.listeners.add(request.host, request.port);
-      this.options.log(`engine: listening on ${request.host}:${listener.port} (token required)`);
+      const listener = await this.listeners.add(request.host, request.port, tls);
+      const how = tls ? `TLS, certificate SHA-256 ${listener.fingerprint}` : 'plain HTTP';
+      this.options.log(`engine: listening on ${request.host}:${listener.port} (${how}; token required)`);
       return listener;
     } catch (error) {
-      throw new ApiFailure(400, `cannot listen on ${request.host}:${request.port}: ${(error as Error).message}`);
+      throw new ApiFailure(400, `cannot listen on ${where}: ${(error as Error).message}`);
     }
+  }
+
+  #tokens() {
+    if (!this.tokens) throw new ApiFailure(503, 'this engine keeps no named tokens');
+    return this.tokens;
+  }
+
+  listTokens(): TokenInfo[] {
+    return this.#tokens().list();
+  }
+
+  createToken(request: CreateTokenRequest): CreatedToken {
+    return this.#tokens().create(request.name, request.scope);
+  }
+
+  removeToken(name: string): void {
+    this.#tokens().remove(name);
   }
 
   async unlisten(port: number): Promise<void> {

@@ -14,7 +14,7 @@ export const SERVE_TOKEN_FILE = 'serve-token';
 export const SERVE_PORTS_FILE = 'serve.json';
 
 /** Writes `file` whole or not at all, readable by its owner only. */
-function writePrivate(file: string, text: string): void {
+export function writePrivate(file: string, text: string): void {
   const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
   const fd = openSync(tmp, 'wx', 0o600);
   try {

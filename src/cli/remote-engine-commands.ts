@@ -1,0 +1,109 @@
+// `smol engine add NAME URL --token T | ls | rm NAME | trust NAME|HOST:PORT`: the remote engines this client knows
+// (docs/remote.md, "Connecting"), kept in its engines file (client-config.ts, mode 0600) with the certificate
+// fingerprints pinned on first use. Any command then reaches one with `smol --engine NAME …` or SMOL_ENGINE=NAME.
+import { ClientConfig, pinKey } from '../api/client-config.js';
+import { connectEngine } from '../../sdk/typescript/engine-connection.js';
+import { EXIT, JSON_FLAG, age, helpOr, parseCommand, printJson, printTable } from './engine-cli.js';
+import { CommandError } from './errors.js';
+
+export const REMOTE_ENGINE_HELP = `Usage: smol engine add NAME URL [--token T] [--fingerprint SHA256]
+       smol engine ls [--json]
+       smol engine rm NAME
+       smol engine trust NAME|HOST:PORT
+
+add names a remote engine (a URL that smol serve printed there; its ?token= is the token unless --token
+gives one) and connects once: a TLS engine's certificate fingerprint is pinned then (trust on first use,
+as SSH does), or --fingerprint says which one to accept. From then on smol --engine NAME COMMAND (or
+SMOL_ENGINE=NAME) runs COMMAND against it, and a changed certificate is refused naming both fingerprints.
+trust replaces a pin with the certificate the engine presents now: run it only after checking the new
+fingerprint on the engine's host. The file is $SMOL_CLIENT_CONFIG, else ~/.config/smol-studio/engines.json.
+`;
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+export async function runRemoteEngines(argv: string[]): Promise<number> {
+  const { flags, args, help } = parseCommand(
+    'engine',
+    argv,
+    { ...JSON_FLAG, token: { type: 'string' }, fingerprint: { type: 'string' } },
+    { min: 1, max: 3, names: 'add NAME URL, ls, rm NAME or trust NAME' },
+  );
+  if (helpOr(help, REMOTE_ENGINE_HELP)) return 0;
+  const [action, name, url] = args as [string, string?, string?];
+  const config = ClientConfig.load();
+  const wanted = { add: 3, ls: 1, rm: 2, trust: 2 }[action as 'add' | 'ls' | 'rm' | 'trust'];
+  if (args.length !== wanted) throw new CommandError(`engine: ${REMOTE_ENGINE_HELP.split('\n')[0]}`, EXIT.usage);
+  if (action === 'add') {
+    if (!NAME.test(name!)) throw new CommandError(`engine add: ${name}: letters, digits, ".", "_", "-"`, EXIT.usage);
+    let parsed: URL;
+    try {
+      parsed = new URL(url!);
+    } catch {
+      throw new CommandError(`engine add: ${url} is not a URL (such as https://10.0.0.2:7443)`, EXIT.usage);
+    }
+    if (!/^https?:$/.test(parsed.protocol)) throw new CommandError(`engine add: ${url}: http or https`, EXIT.usage);
+    const token = flags.token ?? parsed.searchParams.get('token');
+    if (!token) throw new CommandError('engine add: no token (--token T, or ?token= in the URL)', EXIT.usage);
+    parsed.search = '';
+    const base = parsed.origin;
+    if (flags.fingerprint) config.forget(pinKey(base));
+    const client = await connectEngine({ engine: base, token, fingerprint: flags.fingerprint, pins: config });
+    const health = await client.call('health');
+    client.close();
+    if (flags.fingerprint) config.set(pinKey(base), config.get(pinKey(base))?.fingerprint ?? flags.fingerprint);
+    config.addEngine(name!, base, token);
+    const pin = config.get(pinKey(base));
+    process.stdout.write(`engine ${name}: ${base}, engine ${health.version} serving ${health.home}\n`);
+    if (pin) process.stdout.write(`certificate SHA-256 fingerprint ${pin.fingerprint} (pinned)\n`);
+    return 0;
+  }
+  if (action === 'rm') {
+    if (!config.removeEngine(name!)) throw new CommandError(`engine rm: no engine named ${name}`, EXIT.notFound);
+    process.stdout.write(`engine ${name} removed\n`);
+    return 0;
+  }
+  if (action === 'trust') {
+    const added = config.engines[name!];
+    const where = added ? pinKey(added.url) : name!;
+    const before = config.get(where);
+    config.forget(where);
+    const target = added ? name! : `https://${where}`;
+    try {
+      const client = await connectEngine({
+        engine: target,
+        token: added ? undefined : (flags.token ?? '-'),
+        pins: config,
+      });
+      client.close();
+    } catch (error) {
+      // A wrong or missing token after the handshake still pinned the certificate: trust needs only that.
+      if (!config.get(where)) {
+        if (before) config.set(where, before.fingerprint);
+        throw new CommandError(`engine trust: ${(error as Error).message}`);
+      }
+    }
+    const now = config.get(where)!;
+    process.stdout.write(
+      `${where}: now trusting SHA-256 ${now.fingerprint}${before ? ` (was ${before.fingerprint})` : ''}\n`,
+    );
+    return 0;
+  }
+  const rows = Object.entries(config.engines).map(([engineName, e]) => ({
+    name: engineName,
+    url: e.url,
+    fingerprint: config.get(pinKey(e.url))?.fingerprint ?? null,
+    added: e.added,
+  }));
+  if (flags.json) printJson(rows);
+  else
+    printTable(
+      ['NAME', 'URL', 'ADDED', 'PINNED CERTIFICATE (SHA-256)'],
+      rows.map((r) => [
+        r.name,
+        r.url,
+        `${age(r.added)} ago`,
+        r.fingerprint ?? (r.url.startsWith('https:') ? 'not yet' : '-'),
+      ]),
+    );
+  return 0;
+}
