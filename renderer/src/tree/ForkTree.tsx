@@ -23,7 +23,11 @@ import { formatTime } from '../format.js';
 import { snapshotsOf } from '../store/engine-state.js';
 import { expandChain, selectSnapshot, selectVm, selectedVmId, shownVmIds } from '../store/selection.js';
 import {
+  BREADTH_STEP,
+  DEPTH_STEP,
   FlowNodeCache,
+  NODE_H,
+  NODE_W,
   READABLE_ZOOM,
   treeViewport,
   type ChainData,
@@ -220,6 +224,21 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
     const timer = setTimeout(() => !userMoved.current && fit(200, wholeFit.current), 30);
     return () => clearTimeout(timer);
   }, [layout.nodes.length]);
+  // A snapshot selected from outside the tree (the activity log, a details link) out of view: brought into view at
+  // the same zoom. One clicked in the tree is in view already and nothing moves.
+  useEffect(() => {
+    const instance = flow.current;
+    const size = box.current?.getBoundingClientRect();
+    const node = selected ? layout.nodes.find((n) => n.id === (layout.shownAs.get(selected) ?? selected)) : undefined;
+    if (!instance || !size || !node) return;
+    const { x, y, zoom } = instance.getViewport();
+    const [left, top] = [node.depth * DEPTH_STEP * zoom + x, node.breadth * BREADTH_STEP * zoom + y];
+    if (left >= 0 && top >= 0 && left + NODE_W * zoom <= size.width && top + NODE_H * zoom <= size.height) return;
+    void instance.setCenter(node.depth * DEPTH_STEP + NODE_W / 2, node.breadth * BREADTH_STEP + NODE_H / 2, {
+      zoom,
+      duration: 200,
+    });
+  }, [selected]);
   if (snapshots.length === 0) {
     return (
       <div className="tree empty" role="tree" aria-label="Fork tree">

@@ -17,6 +17,7 @@ import {
   setHideAutomatic,
   shownVmIds,
 } from '../store/selection.js';
+import { ActivityLog } from '../activity/ActivityLog.js';
 import { LabelsEditor } from './LabelsEditor.js';
 import { SnapshotDetails } from './SnapshotDetails.js';
 import { Sparklines } from './Sparkline.js';
@@ -211,6 +212,8 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
   // The tree pane's share of the height (a percentage), or the whole of it.
   const [share, setShare] = useState(42);
   const [maximised, setMaximised] = useState(false);
+  // The details pane shows the selection's details, or the episode's activity log.
+  const [activity, setActivity] = useState(false);
   const hideAutomatic = useAppState((s) => s.hideAutomatic);
   const online = useAppState(connected);
   if (!episode) return null;
@@ -265,6 +268,13 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
               <span>Automatic checkpoints</span>
             </label>
             <button
+              onClick={() => setActivity(!activity)}
+              aria-pressed={activity}
+              title={activity ? 'Show the selection’s details again' : 'The episode’s activity, as a log'}
+            >
+              Activity
+            </button>
+            <button
               onClick={() => setMaximised(!maximised)}
               aria-pressed={maximised}
               title={maximised ? 'Give the console its place again' : 'Give the tree the whole height'}
@@ -275,11 +285,17 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
           <ForkTree key={episodeId} episodeId={episodeId} />
         </div>
         <aside className="details-pane">
-          {vmId && <VmLabels vmId={vmId} />}
-          {snapshotId ? (
-            <SnapshotDetails snapshotId={snapshotId} />
+          {activity ? (
+            <ActivityLog episodeId={episodeId} />
           ) : (
-            <p className="muted pad">Select a snapshot in the tree.</p>
+            <>
+              {vmId && <VmLabels vmId={vmId} />}
+              {snapshotId ? (
+                <SnapshotDetails snapshotId={snapshotId} />
+              ) : (
+                <p className="muted pad">Select a snapshot in the tree.</p>
+              )}
+            </>
           )}
         </aside>
         <div className="bottom-pane">
