@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define AGENT_VERSION "0.2.0"
+#define AGENT_VERSION "0.3.0"
 #define AGENT_DEFAULT_PORT 52
 #define AGENT_OUT_HIGH (1u << 20)	/* stop producing data while this much is queued for the host */
 #define AGENT_IN_STOP (4u << 20)	/* stop reading requests while this much is queued (the host is not reading) */
@@ -26,6 +26,7 @@ struct proc {
 	int in_eof;		/* the host ended stdin: close in_fd once in_pending is written */
 	int exited, status;	/* waitpid's status once exited */
 	int timed_out;
+	int tty;		/* on a pseudo-terminal: out_fd is its master, in_fd a dup of it, err_fd -1 */
 	int64_t deadline_ms;	/* when to SIGKILL it, 0 = no timeout */
 	int64_t quiet_since_ms;	/* the later of its exit and its last output */
 	struct proto_buf *capture;	/* init commands: output collected here instead of streamed */
@@ -95,6 +96,7 @@ void conn_stream_close(struct agent *a, struct stream *s);
 void exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
 void exec_kill(struct agent *a, struct stream *s, const uint8_t *payload, size_t len);
 void exec_stdin(struct agent *a, struct stream *s, const uint8_t *data, size_t len, int eof);
+void exec_resize(struct agent *a, struct stream *s, const uint8_t *payload, size_t len);
 /* Reads what a process's pipes have (fd is one of its ends); returns 0 or -errno. */
 void proc_read(struct agent *a, struct stream *s, struct proc *p, int fd);
 void proc_write_stdin(struct agent *a, struct stream *s);

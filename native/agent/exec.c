@@ -1,7 +1,8 @@
 /*
  * Processes: EXEC requests (streamed stdin, stdout and stderr under flow control, kill, timeout, exit status) and
  * the Smolfile's `init` commands (run once, output collected into a report). Each process leads a session of its
- * own, so a signal or the timeout reaches everything it started (`sh -c 'sleep 100'` included).
+ * own, so a signal or the timeout reaches everything it started (`sh -c 'sleep 100'` included). With TTY the
+ * process gets a pseudo-terminal as its controlling terminal (a shell's job control works), resized by RESIZE.
  */
 #define _GNU_SOURCE
 #include "agent.h"
@@ -14,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 struct exec_req {
@@ -23,6 +26,7 @@ struct exec_req {
 	char *cwd;
 	char *user;	/* F_USER, NULL: as the agent (root) */
 	uint64_t timeout_ms, stdin_on;
+	uint64_t tty, rows, cols;	/* F_TTY, F_ROWS, F_COLS (24 by 80 unless given) */
 };
 
 static void strv_free(char **v, int n)
@@ -67,6 +71,8 @@ static int exec_req_parse(struct agent *a, uint32_t id, const uint8_t *payload, 
 	int e = 0, got;
 
 	memset(r, 0, sizeof(*r));
+	r->rows = 24;
+	r->cols = 80;
 	proto_reader_init(&rd, payload, len);
 	while (e == 0 && (got = proto_field_next(&rd, &f)) != 0) {
 		if (got < 0) {
@@ -96,6 +102,9 @@ static int exec_req_parse(struct agent *a, uint32_t id, const uint8_t *payload, 
 			break;
 		case F_TIMEOUT_MS: e = proto_field_u64(&f, &r->timeout_ms); break;
 		case F_STDIN: e = proto_field_u64(&f, &r->stdin_on); break;
+		case F_TTY: e = proto_field_u64(&f, &r->tty); break;
+		case F_ROWS: e = proto_field_u64(&f, &r->rows); break;
+		case F_COLS: e = proto_field_u64(&f, &r->cols); break;
 		default: break;	/* unknown fields are for newer agents */
 		}
 	}
@@ -113,6 +122,11 @@ static int exec_req_parse(struct agent *a, uint32_t id, const uint8_t *payload, 
 				 (unsigned long long)r->timeout_ms);
 		goto fail;
 	}
+	if (r->tty && (r->rows < 1 || r->rows > PROTO_TTY_MAX || r->cols < 1 || r->cols > PROTO_TTY_MAX)) {
+		conn_reply_error(a, id, EINVAL, NULL, "EXEC: a terminal of %llu rows and %llu columns (1 to %d each)",
+				 (unsigned long long)r->rows, (unsigned long long)r->cols, PROTO_TTY_MAX);
+		goto fail;
+	}
 	return 0;
 fail:
 	exec_req_free(r);
@@ -128,11 +142,49 @@ static void close_fd(int *fd)
 
 /* What the child reports through its close-on-exec pipe when it cannot run the program. */
 struct spawn_failure {
-	int step;	/* 0: chdir, 1: exec, 2: setgroups, 3: setgid, 4: setuid */
+	int step;	/* 0: chdir, 1: exec, 2: setgroups, 3: setgid, 4: setuid, 5: the terminal (TIOCSCTTY) */
 	int err;
 };
 
-static const char *const spawn_steps[] = { "chdir", "exec", "setgroups", "setgid", "setuid" };
+static const char *const spawn_steps[] = { "chdir", "exec", "setgroups", "setgid", "setuid", "terminal" };
+
+/*
+ * A pseudo-terminal of `size`: returns its master (close-on-exec, no controlling terminal of ours) and its slave's
+ * name in `name`, or -errno.
+ */
+static int pty_open(const struct winsize *size, char *name, size_t namelen)
+{
+	int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC), e;
+
+	if (master < 0)
+		return -errno;
+	if (grantpt(master) < 0 || unlockpt(master) < 0 || ptsname_r(master, name, namelen) != 0 ||
+	    ioctl(master, TIOCSWINSZ, size) < 0) {
+		e = errno;
+		close(master);
+		return -e;
+	}
+	return master;
+}
+
+/*
+ * In the child, after setsid: opens the slave as the controlling terminal and makes it stdin, stdout and stderr
+ * (owned by `user`, as login does, so that the user's tools may use it). Returns 0, or -1 with errno set.
+ */
+static int pty_attach(const char *name, const struct user_ident *user)
+{
+	int fd = open(name, O_RDWR);
+
+	if (fd < 0 || ioctl(fd, TIOCSCTTY, 0) < 0)
+		return -1;
+	if (user && fchown(fd, user->uid, (gid_t)-1) < 0)
+		return -1;
+	if (dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+		return -1;
+	if (fd > 2)
+		close(fd);
+	return 0;
+}
 
 /*
  * In the child: becomes `u` (groups, then gid, then uid: each needs the privilege the next drops) and sets HOME,
@@ -159,20 +211,36 @@ static int become(const struct user_ident *u)
 
 /*
  * Forks and execs, as `user` unless it is NULL. `in_pipe`: give the child a stdin pipe (else /dev/null).
- * `merge_stderr`: 2>&1. Fills p's fds and pid. Returns 0, or -errno with `failure` saying which step failed.
+ * `merge_stderr`: 2>&1. `tty`: a pseudo-terminal of that size instead of pipes (its master is p's in and out).
+ * Fills p's fds and pid. Returns 0, or -errno with `failure` saying which step failed.
  */
 static int spawn(struct proc *p, char **argv, char **env, const char *cwd, const struct user_ident *user,
-		 int in_pipe, int merge_stderr, struct spawn_failure *failure)
+		 int in_pipe, int merge_stderr, const struct winsize *tty, struct spawn_failure *failure)
 {
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 }, report[2] = { -1, -1 };
+	char pts[64];
 	sigset_t all;
 	ssize_t n;
 	pid_t pid;
 
 	failure->step = -1;
-	if ((in_pipe ? pipe2(in, O_CLOEXEC) : (in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC))) < 0 ||
-	    pipe2(out, O_CLOEXEC) < 0 || (!merge_stderr && pipe2(err, O_CLOEXEC) < 0) ||
-	    pipe2(report, O_CLOEXEC) < 0) {
+	if (tty) {
+		int master = pty_open(tty, pts, sizeof(pts));
+
+		if (master < 0)
+			return master;
+		out[0] = master;
+		in[1] = fcntl(master, F_DUPFD_CLOEXEC, 0);
+		if (in[1] < 0 || pipe2(report, O_CLOEXEC) < 0) {
+			int e = errno;
+
+			close_fd(&in[1]);
+			close_fd(&out[0]);
+			return -e;
+		}
+	} else if ((in_pipe ? pipe2(in, O_CLOEXEC) : (in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC))) < 0 ||
+		   pipe2(out, O_CLOEXEC) < 0 || (!merge_stderr && pipe2(err, O_CLOEXEC) < 0) ||
+		   pipe2(report, O_CLOEXEC) < 0) {
 		int e = errno;
 
 		for (int i = 0; i < 2; i++) {
@@ -192,11 +260,17 @@ static int spawn(struct proc *p, char **argv, char **env, const char *cwd, const
 		for (int sig = 1; sig < NSIG; sig++)
 			signal(sig, SIG_DFL);
 		setsid();
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		dup2(merge_stderr ? out[1] : err[1], 2);
+		if (tty) {
+			if (pty_attach(pts, user) < 0)
+				f.step = 5;
+		} else {
+			dup2(in[0], 0);
+			dup2(out[1], 1);
+			dup2(merge_stderr ? out[1] : err[1], 2);
+		}
 		/* The user first, so that chdir and exec are checked with its permissions, as docker does. */
-		f.step = user ? become(user) : 0;
+		if (f.step == 0)
+			f.step = user ? become(user) : 0;
 		if (f.step) {
 			f.err = errno;
 		} else {
@@ -243,6 +317,7 @@ static int spawn(struct proc *p, char **argv, char **env, const char *cwd, const
 	p->in_fd = in[1];
 	p->out_fd = out[0];
 	p->err_fd = err[0];
+	p->tty = tty != NULL;
 	p->exited = p->timed_out = 0;
 	p->quiet_since_ms = agent_now_ms();
 	for (int i = 0; i < 3; i++) {
@@ -258,6 +333,7 @@ void exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len
 {
 	struct spawn_failure failure;
 	struct user_ident user = { 0 };
+	struct winsize tty;
 	struct exec_req r;
 	struct stream *s;
 	size_t start;
@@ -281,13 +357,18 @@ void exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len
 		exec_req_free(&r);
 		return;
 	}
-	e = spawn(&s->proc, r.argv, r.env, r.cwd, r.user ? &user : NULL, r.stdin_on != 0, 0, &failure);
+	tty = (struct winsize){ .ws_row = (unsigned short)r.rows, .ws_col = (unsigned short)r.cols };
+	e = spawn(&s->proc, r.argv, r.env, r.cwd, r.user ? &user : NULL, r.stdin_on != 0, 0, r.tty ? &tty : NULL,
+		  &failure);
 	user_ident_free(&user);
 	if (e < 0) {
 		if (failure.step == 0)
 			conn_reply_error(a, id, -e, r.cwd, "chdir %s: %s", r.cwd, strerror(-e));
 		else if (failure.step == 1)
 			conn_reply_error(a, id, -e, r.argv[0], "exec %s: %s", r.argv[0], strerror(-e));
+		else if (failure.step == 5)
+			conn_reply_error(a, id, -e, NULL, "EXEC: cannot make the terminal its controlling one: %s",
+					 strerror(-e));
 		else if (failure.step >= 2 && failure.step <= 4)
 			conn_reply_error(a, id, -e, NULL, "EXEC: cannot become user \"%.64s\" (uid %u, gid %u): %s: %s",
 					 r.user, (unsigned)user.uid, (unsigned)user.gid, spawn_steps[failure.step],
@@ -300,12 +381,26 @@ void exec_start(struct agent *a, uint32_t id, const uint8_t *payload, size_t len
 	}
 	if (r.timeout_ms)
 		s->proc.deadline_ms = agent_now_ms() + (int64_t)r.timeout_ms;
-	if (!r.stdin_on)
+	if (!r.stdin_on && !r.tty)	/* a terminal always takes input */
 		s->recv_window = 0;
 	start = proto_frame_begin(&a->conn.out, PT_STARTED, 0, id);
 	proto_put_u64(&a->conn.out, F_PID, (uint64_t)s->proc.pid);
 	proto_frame_end(&a->conn.out, start);
 	exec_req_free(&r);
+}
+
+/*
+ * Signals the process's group and, on a terminal, its foreground job too (a shell's job leads a group of its own:
+ * `sleep 100` typed into bash is not in bash's group). Returns kill's result for the process's group.
+ */
+static int proc_signal(struct proc *p, int sig)
+{
+	int fd = p->out_fd >= 0 ? p->out_fd : p->in_fd;
+	pid_t job = p->tty && fd >= 0 ? tcgetpgrp(fd) : -1;
+
+	if (job > 1 && job != p->pid)
+		kill(-job, sig);
+	return kill(-p->pid, sig);
 }
 
 void exec_kill(struct agent *a, struct stream *s, const uint8_t *payload, size_t len)
@@ -322,8 +417,40 @@ void exec_kill(struct agent *a, struct stream *s, const uint8_t *payload, size_t
 		conn_reply_error(a, s->id, EINVAL, NULL, "KILL: %llu is not a signal number", (unsigned long long)sig);
 		return;
 	}
-	if (!s->proc.exited && kill(-s->proc.pid, (int)sig) < 0 && errno != ESRCH)
+	if (!s->proc.exited && proc_signal(&s->proc, (int)sig) < 0 && errno != ESRCH)
 		conn_reply_error(a, s->id, errno, NULL, "kill %d: %s", s->proc.pid, strerror(errno));
+}
+
+void exec_resize(struct agent *a, struct stream *s, const uint8_t *payload, size_t len)
+{
+	struct proc *p = &s->proc;
+	uint64_t rows = 0, cols = 0;
+	struct proto_reader r;
+	struct proto_field f;
+	struct winsize size;
+	int fd = p->out_fd >= 0 ? p->out_fd : p->in_fd;
+
+	if (!p->tty) {
+		conn_reply_error(a, s->id, ENOTTY, NULL, "RESIZE: request %u runs without a terminal (EXEC had no TTY)",
+				 s->id);
+		return;
+	}
+	proto_reader_init(&r, payload, len);
+	while (proto_field_next(&r, &f) > 0) {
+		if ((f.tag == F_ROWS && proto_field_u64(&f, &rows) < 0) || (f.tag == F_COLS && proto_field_u64(&f, &cols) < 0))
+			rows = cols = 0;
+	}
+	if (rows < 1 || rows > PROTO_TTY_MAX || cols < 1 || cols > PROTO_TTY_MAX) {
+		conn_reply_error(a, s->id, EINVAL, NULL, "RESIZE: %llu rows and %llu columns (1 to %d each)",
+				 (unsigned long long)rows, (unsigned long long)cols, PROTO_TTY_MAX);
+		return;
+	}
+	if (fd < 0)	/* the terminal is gone (its process ended): nothing to resize */
+		return;
+	size = (struct winsize){ .ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols };
+	/* The kernel sends SIGWINCH to the terminal's foreground job. */
+	if (ioctl(fd, TIOCSWINSZ, &size) < 0)
+		conn_reply_error(a, s->id, errno, NULL, "RESIZE: %s", strerror(errno));
 }
 
 /* Tells the host it may send `n` more stdin bytes. */
@@ -421,7 +548,7 @@ void proc_read(struct agent *a, struct stream *s, struct proc *p, int fd)
 void proc_abort(struct proc *p)
 {
 	if (p->pid > 0 && !p->exited)
-		kill(-p->pid, SIGKILL);	/* reaped by the loop's waitpid(-1) like any orphan */
+		proc_signal(p, SIGKILL);	/* reaped by the loop's waitpid(-1) like any orphan */
 	close_fd(&p->in_fd);
 	close_fd(&p->out_fd);
 	close_fd(&p->err_fd);
@@ -487,7 +614,7 @@ static void deadline(struct proc *p, int64_t now, int *timeout)
 		return;
 	if (now >= p->deadline_ms) {
 		p->timed_out = 1;
-		kill(-p->pid, SIGKILL);
+		proc_signal(p, SIGKILL);
 		return;
 	}
 	if (*timeout < 0 || p->deadline_ms - now < *timeout)
@@ -567,7 +694,7 @@ static void init_next(struct agent *a)
 		j->output.len = 0;
 		memset(&j->proc, 0, sizeof(j->proc));
 		j->proc.capture = &j->output;
-		e = spawn(&j->proc, argv, NULL, "/", NULL, 0, 1, &failure);
+		e = spawn(&j->proc, argv, NULL, "/", NULL, 0, 1, NULL, &failure);
 		if (e == 0) {
 			if (j->timeout_ms)
 				j->proc.deadline_ms = agent_now_ms() + (int64_t)j->timeout_ms;

@@ -151,6 +151,7 @@ static void send_hello(struct agent *a)
 	proto_put_u64(b, F_WINDOW, PROTO_WINDOW);
 	proto_put_u64(b, F_MAX_PAYLOAD, PROTO_MAX_PAYLOAD);
 	proto_put_str(b, F_FEATURE, "exec-user");
+	proto_put_str(b, F_FEATURE, "exec-tty");
 	proto_frame_end(b, start);
 }
 
@@ -256,6 +257,15 @@ static int conn_dispatch(struct agent *a, const struct proto_header *h, const ui
 					 s->kind == STREAM_READ ? "read" : "write", s->path);
 			conn_stream_close(a, s);
 		}
+		return 0;
+	case PT_RESIZE:
+		if (!s)
+			conn_reply_error(a, h->id, ESRCH, NULL, "RESIZE: request %u is not open", h->id);
+		else if (s->kind != STREAM_EXEC)
+			conn_reply_error(a, h->id, ENOTTY, NULL, "RESIZE: request %u is a file transfer, not a terminal",
+					 h->id);
+		else
+			exec_resize(a, s, payload, h->len);
 		return 0;
 	default:
 		conn_reply_error(a, h->id, EPROTO, NULL, "%s frames are sent by the agent, not the host", name);

@@ -49,6 +49,7 @@ const char *proto_type_name(uint16_t type)
 	case PT_STDOUT: return "STDOUT";
 	case PT_STDERR: return "STDERR";
 	case PT_EXIT: return "EXIT";
+	case PT_RESIZE: return "RESIZE";
 	case PT_FILE_READ: return "FILE_READ";
 	case PT_FILE_WRITE: return "FILE_WRITE";
 	case PT_FILE_DATA: return "FILE_DATA";
@@ -280,6 +281,7 @@ const char *proto_errname(int err)
 	case EINVAL: return "EINVAL";
 	case EMFILE: return "EMFILE";
 	case ENFILE: return "ENFILE";
+	case ENOTTY: return "ENOTTY";
 	case ETXTBSY: return "ETXTBSY";
 	case EFBIG: return "EFBIG";
 	case ENOSPC: return "ENOSPC";

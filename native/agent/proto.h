@@ -15,6 +15,7 @@
 #define PROTO_DATA_CHUNK (64u << 10)	/* data frames the agent sends carry at most this much */
 #define PROTO_WINDOW (256u << 10)	/* initial flow-control window, per stream and direction */
 #define PROTO_MAX_STREAMS 64		/* open request ids per connection */
+#define PROTO_TTY_MAX 1000		/* a terminal's rows and columns are at most this */
 
 #define PROTO_FLAG_EOF 0x1		/* data frame: the last one of its stream */
 
@@ -32,6 +33,7 @@ enum proto_type {
 	PT_STDOUT = 0x14,	/* agent → host, data */
 	PT_STDERR = 0x15,	/* agent → host, data */
 	PT_EXIT = 0x16,		/* agent → host: FIELD_EXIT_CODE or FIELD_SIGNAL, FIELD_TIMED_OUT; ends the id */
+	PT_RESIZE = 0x17,	/* host → agent: FIELD_ROWS, FIELD_COLS of an EXEC's terminal (TIOCSWINSZ) */
 	/* files */
 	PT_FILE_READ = 0x20,	/* host → agent: FIELD_PATH; OK (size, mode) then FILE_DATA … EOF */
 	PT_FILE_WRITE = 0x21,	/* host → agent: FIELD_PATH, FIELD_MODE, FIELD_MKDIRS; OK, FILE_DATA … EOF, OK */
@@ -66,6 +68,9 @@ enum proto_field_tag {
 	F_MODE = 21,		/* u64: permission bits */
 	F_MKDIRS = 22,		/* u64 0/1 */
 	F_SIZE = 23,		/* u64 */
+	F_TTY = 24,		/* u64 0/1: EXEC on a pseudo-terminal (stdin, stdout and stderr are its slave) */
+	F_ROWS = 25,		/* u64: EXEC's and RESIZE's terminal height, 1 to PROTO_TTY_MAX */
+	F_COLS = 26,		/* u64: its width, 1 to PROTO_TTY_MAX */
 	F_ERRNO = 30,		/* u64: Linux errno */
 	F_ERRNAME = 31,		/* str: "ENOENT" */
 	F_MESSAGE = 32,		/* str: a sentence naming what failed */

@@ -164,6 +164,47 @@ TEST(agent_frame_types_are_named_and_unknown_ones_are_not)
 	CHECK(strcmp(proto_errname(4095), "E4095") == 0);
 }
 
+TEST(agent_resize_is_a_control_frame_whose_rows_and_cols_round_trip)
+{
+	struct proto_buf b = { 0 };
+	struct proto_parser p;
+	struct proto_header h;
+	struct proto_reader r;
+	struct proto_field f;
+	const uint8_t *payload;
+	uint64_t rows = 0, cols = 0;
+	size_t start, avail;
+	uint8_t *space;
+
+	start = proto_frame_begin(&b, PT_RESIZE, 0, 9);
+	proto_put_u64(&b, F_ROWS, 50);
+	proto_put_u64(&b, F_COLS, PROTO_TTY_MAX);
+	proto_frame_end(&b, start);
+	CHECK(!b.failed);
+	CHECK_EQ_INT(proto_parser_init(&p), 0);
+	space = proto_parser_space(&p, &avail);
+	CHECK(avail >= b.len);
+	memcpy(space, b.data, b.len);
+	proto_parser_commit(&p, b.len);
+	CHECK_EQ_INT(proto_parser_next(&p, &h, &payload), 1);
+	CHECK_EQ_INT(h.type, PT_RESIZE);
+	CHECK_EQ_INT(h.id, 9);
+	proto_reader_init(&r, payload, h.len);
+	while (proto_field_next(&r, &f) > 0) {
+		if (f.tag == F_ROWS)
+			CHECK_EQ_INT(proto_field_u64(&f, &rows), 0);
+		if (f.tag == F_COLS)
+			CHECK_EQ_INT(proto_field_u64(&f, &cols), 0);
+	}
+	CHECK_EQ_INT(rows, 50);
+	CHECK_EQ_INT(cols, 1000);
+	CHECK(strcmp(proto_type_name(PT_RESIZE), "RESIZE") == 0);
+	CHECK(!proto_type_is_data(PT_RESIZE));
+	CHECK(strcmp(proto_errname(ENOTTY), "ENOTTY") == 0);
+	proto_parser_free(&p);
+	proto_buf_free(&b);
+}
+
 TEST(agent_buffer_consumes_sent_bytes_and_keeps_the_rest)
 {
 	struct proto_buf b = { 0 };

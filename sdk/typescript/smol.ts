@@ -40,6 +40,31 @@ export type { ExecExit } from '../../src/api/api-client.js';
  */
 export type { ExecOptions } from '../../src/agent-client/agent-process.js';
 
+export interface TerminalOptions {
+  /** The terminal's size; 24 by 80 unless given (each 1 to 1000). */
+  rows?: number;
+  cols?: number;
+  /** Added to the workload's env; TERM is xterm-256color unless given. */
+  env?: Record<string, string>;
+  cwd?: string;
+  user?: string;
+  /** What the terminal shows: the command's output and the terminal's echo, as bytes. */
+  onData(chunk: Buffer): void;
+}
+
+/** An interactive command on a terminal in the guest (smol.terminal). */
+export interface Terminal {
+  /** Types into it: keys as bytes ("\x03" is Ctrl-C, which the guest's terminal turns into SIGINT for its job). */
+  write(data: string | Uint8Array): void;
+  resize(rows: number, cols: number): void;
+  /** Signals its process group and its foreground job. */
+  signal(signal: NodeJS.Signals): void;
+  /** How it ended (`exit 3` in a shell: exitCode 3). */
+  exit: Promise<ExecExit>;
+  /** Leaves it: the command gets SIGHUP, as from a closed terminal. */
+  close(): void;
+}
+
 export interface ExecResult extends ExecExit {
   /** What the command wrote, when no onStdout / onStderr callback was given (else empty). */
   stdout: Buffer;
@@ -222,6 +247,54 @@ export class Smol {
       },
     ).exit;
     return { ...exit, stdout: Buffer.concat(stdout), stderr: Buffer.concat(stderr) };
+  }
+
+  /**
+   * Runs `argv` (a shell by default) on a pseudo-terminal in the VM's guest, through its agent: job control, Ctrl-C,
+   * resize and the exit status, as `smol exec -it VM -- sh` gives a person.
+   */
+  terminal(vmRef: string, argv: string[] = ['sh'], options: TerminalOptions): Terminal {
+    const typed: Uint8Array[] = [];
+    let wake: (() => void) | null = null;
+    let ended = false;
+    const input = (async function* () {
+      for (;;) {
+        const chunk = typed.shift();
+        if (chunk) yield chunk;
+        else if (ended) return;
+        else await new Promise<void>((resolve) => (wake = resolve));
+      }
+    })();
+    const { rows = 24, cols = 80, env, cwd, user, onData } = options;
+    const stream = this.api.exec(
+      vmRef,
+      {
+        argv,
+        env: { TERM: 'xterm-256color', ...env },
+        ...(cwd !== undefined && { cwd }),
+        ...(user !== undefined && { user }),
+        tty: { rows, cols },
+      },
+      { onStdout: onData, onStderr: onData, stdin: input },
+    );
+    const finish = () => {
+      ended = true;
+      wake?.();
+    };
+    stream.exit.then(finish, finish);
+    return {
+      write: (data) => {
+        typed.push(typeof data === 'string' ? Buffer.from(data) : data);
+        wake?.();
+      },
+      resize: (newRows, newCols) => stream.resize({ rows: newRows, cols: newCols }),
+      signal: (signal) => stream.signal(signal),
+      exit: stream.exit,
+      close: () => {
+        finish();
+        stream.close();
+      },
+    };
   }
 
   /** A file from the VM's guest. */

@@ -34,9 +34,9 @@ function sha256(data: Buffer): string {
 
 describe('agent exec', () => {
   it('HELLO names the protocol, the agent version and the boot', () => {
-    expect(client.hello).toMatchObject({ protocol: 1, version: '0.2.0', initState: 'not-run', window: 256 * 1024 });
+    expect(client.hello).toMatchObject({ protocol: 1, version: '0.3.0', initState: 'not-run', window: 256 * 1024 });
     expect(client.hello.bootId).toMatch(/^[0-9a-f-]{36}$/);
-    expect(client.hello.features).toEqual(['exec-user']);
+    expect(client.hello.features).toEqual(['exec-user', 'exec-tty']);
   });
 
   it("sh -c 'echo hi; exit 7' prints hi and exits 7", async () => {

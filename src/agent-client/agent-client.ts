@@ -21,7 +21,7 @@ import {
 } from './agent-protocol.js';
 
 export type { AgentEndpoint, AgentHello } from './agent-connection.js';
-export type { ExecOptions, ExecResult } from './agent-process.js';
+export type { ExecOptions, ExecResult, TerminalSize } from './agent-process.js';
 export type { AgentFileReader, WriteSource } from './agent-files.js';
 export { AgentProcess } from './agent-process.js';
 export { AgentError } from './agent-protocol.js';

@@ -1,5 +1,6 @@
 // A process in the guest, started through the agent: stdin pumped under the agent's window, stdout and stderr
-// delivered as they arrive (the window granted back once each chunk is handed over), kill, exit status.
+// delivered as they arrive (the window granted back once each chunk is handed over), kill, exit status; with `tty`,
+// on a pseudo-terminal of the agent's (its output all arrives as stdout), resized with resize().
 import os from 'node:os';
 import type { AgentConnection, AgentStream } from './agent-connection.js';
 import {
@@ -11,6 +12,7 @@ import {
   Fields,
   FLAG_EOF,
   FrameType,
+  TTY_MAX,
   type FieldValue,
 } from './agent-protocol.js';
 
@@ -28,8 +30,29 @@ export interface ExecOptions {
   stdin?: string | Uint8Array | AsyncIterable<Uint8Array>;
   /** The agent SIGKILLs the process group after this long; the result then has `timedOut`. */
   timeoutMs?: number;
+  /**
+   * Run it on a pseudo-terminal of this size (its controlling terminal: a shell gets job control, Ctrl-C typed as
+   * 0x03 reaches its foreground job). Stdin, stdout and stderr are the terminal; output arrives as stdout. Needs an
+   * agent with the "exec-tty" feature (0.3.0); an older one is refused with ENOTSUP before anything is sent.
+   */
+  tty?: TerminalSize;
   onStdout?: (chunk: Buffer) => void;
   onStderr?: (chunk: Buffer) => void;
+}
+
+export interface TerminalSize {
+  rows: number;
+  cols: number;
+}
+
+/** Throws EINVAL naming the size unless rows and cols are whole numbers from 1 to TTY_MAX. */
+export function checkTerminalSize(size: TerminalSize, what: string): void {
+  const ok = (n: number) => Number.isInteger(n) && n >= 1 && n <= TTY_MAX;
+  if (!ok(size.rows) || !ok(size.cols))
+    throw new AgentError(
+      `${what}: a terminal of ${size.rows} rows and ${size.cols} columns (each must be 1 to ${TTY_MAX})`,
+      'EINVAL',
+    );
 }
 
 export interface ExecResult {
@@ -87,6 +110,7 @@ export class AgentProcess {
   readonly result: Promise<ExecResult>;
   readonly #connection: AgentConnection;
   readonly #stream: AgentStream;
+  readonly #tty: boolean;
   #done = false;
 
   constructor(connection: AgentConnection, argv: string[], options: ExecOptions) {
@@ -94,6 +118,7 @@ export class AgentProcess {
     const what = `exec ${argv.map((arg) => (/^[\w./=:-]+$/.test(arg) ? arg : JSON.stringify(arg))).join(' ')}`;
     const stream = connection.stream(what.length > 120 ? `${what.slice(0, 117)}...` : what);
     this.#stream = stream;
+    this.#tty = options.tty !== undefined;
     const fields: [number, FieldValue][] = argv.map((arg) => [Field.ARGV, arg]);
     for (const [key, value] of Object.entries(options.env ?? {})) fields.push([Field.ENV, `${key}=${value}`]);
     if (options.cwd !== undefined) fields.push([Field.CWD, options.cwd]);
@@ -103,6 +128,7 @@ export class AgentProcess {
     if (options.user !== undefined && (canSwitch || !asRoot)) fields.push([Field.USER, options.user]);
     if (options.timeoutMs !== undefined) fields.push([Field.TIMEOUT_MS, Math.max(1, Math.ceil(options.timeoutMs))]);
     fields.push([Field.STDIN, options.stdin === undefined ? 0 : 1]);
+    if (options.tty) fields.push([Field.TTY, 1], [Field.ROWS, options.tty.rows], [Field.COLS, options.tty.cols]);
 
     let started!: (pid: number) => void;
     let failStart!: (error: AgentError) => void;
@@ -127,6 +153,21 @@ export class AgentProcess {
             'ENOTSUP',
           ),
         );
+      }
+      if (options.tty) {
+        if (!connection.hello.features.includes('exec-tty'))
+          return fail(
+            new AgentError(
+              `${stream.what}: the guest's agent (version ${connection.hello.version}) has no terminals (exec-tty): ` +
+                'the image was made by an older smol; rebuild it and start a new episode',
+              'ENOTSUP',
+            ),
+          );
+        try {
+          checkTerminalSize(options.tty, stream.what);
+        } catch (error) {
+          return fail(error as AgentError);
+        }
       }
       stream.onFrame = (frame) => {
         if (frame.type === FrameType.STDOUT || frame.type === FrameType.STDERR) {
@@ -177,5 +218,18 @@ export class AgentProcess {
     await this.pid;
     if (this.#done) return;
     await this.#connection.send(encodeFrame(FrameType.KILL, this.#stream.id, encodeFields([[Field.SIGNAL, number]])));
+  }
+
+  /** Resizes its terminal (the guest's foreground job gets SIGWINCH). ENOTTY without `tty`; no-op once it ended. */
+  async resize(size: TerminalSize): Promise<void> {
+    if (!this.#tty) throw new AgentError(`${this.#stream.what}: resize: it runs without a terminal (no tty)`, 'ENOTTY');
+    checkTerminalSize(size, `${this.#stream.what}: resize`);
+    await this.pid;
+    if (this.#done) return;
+    const fields = encodeFields([
+      [Field.ROWS, size.rows],
+      [Field.COLS, size.cols],
+    ]);
+    await this.#connection.send(encodeFrame(FrameType.RESIZE, this.#stream.id, fields));
   }
 }

@@ -7,6 +7,8 @@ export const MAX_PAYLOAD = 1 << 20;
 /** Data frames the client sends carry at most this much. */
 export const DATA_CHUNK = 64 << 10;
 export const FLAG_EOF = 0x1;
+/** A terminal's rows and columns are each 1 to this (the agent's PROTO_TTY_MAX). */
+export const TTY_MAX = 1000;
 
 export const FrameType = {
   HELLO: 0x01,
@@ -20,6 +22,7 @@ export const FrameType = {
   STDOUT: 0x14,
   STDERR: 0x15,
   EXIT: 0x16,
+  RESIZE: 0x17,
   FILE_READ: 0x20,
   FILE_WRITE: 0x21,
   FILE_DATA: 0x22,
@@ -51,6 +54,9 @@ export const Field = {
   MODE: 21,
   MKDIRS: 22,
   SIZE: 23,
+  TTY: 24,
+  ROWS: 25,
+  COLS: 26,
   ERRNO: 30,
   ERRNAME: 31,
   MESSAGE: 32,

@@ -6,7 +6,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import WebSocket, { type RawData } from 'ws';
 import { PinnedAgent, type PinOptions } from './pinned-tls.js';
-import { API_PREFIX, type EngineEvent, type ExecRequest, type ExecResult } from './schema.js';
+import { API_PREFIX, TerminalSize, type EngineEvent, type ExecRequest, type ExecResult } from './schema.js';
 import { operationRequest, type CallArgs, type OperationName, type ResponseOf } from './operations.js';
 
 /** How a command in the guest ended. */
@@ -22,8 +22,10 @@ export interface ExecStreamOptions {
 export interface ExecStream {
   /** Resolves with how it ended, once all its output arrived; rejects with what went wrong (an unknown program). */
   exit: Promise<ExecExit>;
-  /** Signals the command's process group. */
+  /** Signals the command's process group (and, on a terminal, its foreground job). */
   signal(signal: NodeJS.Signals): void;
+  /** Resizes its terminal (a request with `tty`); throws without one. */
+  resize(size: TerminalSize): void;
   /** Whether the command started (the agent answered and ran it); a signal before that reaches nothing. */
   started(): boolean;
   /** Gives up on it: the stream closes (a command that started gets SIGHUP, as from a closed terminal). */
@@ -216,7 +218,11 @@ export class ApiClient {
       }
       if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'eof' }));
     };
-    ws.on('open', () => ws.send(JSON.stringify({ ...request, ...(options.stdin && { stdin: true }) })));
+    let resizeOnOpen: string | null = null;
+    ws.on('open', () => {
+      ws.send(JSON.stringify({ ...request, ...(options.stdin && { stdin: true }) }));
+      if (resizeOnOpen) ws.send(resizeOnOpen);
+    });
     ws.on('message', (data, isBinary) => {
       const bytes = toBuffer(data);
       if (isBinary) return (bytes[0] === 2 ? options.onStderr : options.onStdout)(bytes.subarray(1));
@@ -242,6 +248,14 @@ export class ApiClient {
     return {
       exit,
       signal: (signal) => ws.readyState === WebSocket.OPEN && ws.send(JSON.stringify({ type: 'signal', signal })),
+      resize: (size) => {
+        if (!request.tty) throw new ApiClientError(400, 'resize: this command has no terminal (exec it with tty)');
+        if (!TerminalSize.safeParse(size).success)
+          throw new ApiClientError(400, `resize: ${size.rows} rows and ${size.cols} columns (each 1 to 1000)`);
+        const message = JSON.stringify({ type: 'resize', rows: size.rows, cols: size.cols });
+        if (ws.readyState === WebSocket.OPEN) ws.send(message);
+        else if (ws.readyState === WebSocket.CONNECTING) resizeOnOpen = message;
+      },
       started: () => started,
       close: () => stream.end('closed by the client'),
     };

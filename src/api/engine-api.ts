@@ -7,6 +7,7 @@ import type {
   EngineEvent,
   Episode,
   ExecRequest,
+  TerminalSize,
   ExecResult,
   ForkResponse,
   GcResult,
@@ -78,8 +79,10 @@ export type GuestExit = Pick<ExecResult, 'exitCode' | 'signal' | 'timedOut'>;
 export interface GuestProcess {
   /** Resolves when it ended and all its output was delivered. */
   readonly exit: Promise<GuestExit>;
-  /** Signals its process group. */
+  /** Signals its process group (and, on a terminal, its foreground job). */
   kill(signal: NodeJS.Signals): Promise<void>;
+  /** Resizes its terminal; refused (400) when it runs without one. */
+  resize(size: TerminalSize): Promise<void>;
 }
 
 export interface GuestProcessIo {

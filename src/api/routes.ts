@@ -128,7 +128,9 @@ export const WEBSOCKET_ROUTES = [
       'A command in the guest, streamed: the client sends an ExecRequest (without stdin) as its first text message; ' +
       'the server answers {"type":"started"}, then output as binary messages whose first byte is 1 (stdout) or 2 ' +
       '(stderr), and {"type":"exit","exitCode","signal","timedOut"} before it closes. From the client: binary ' +
-      'messages are stdin, {"type":"eof"} ends it, {"type":"signal","signal":"SIGINT"} signals the process.',
+      'messages are stdin, {"type":"eof"} ends it, {"type":"signal","signal":"SIGINT"} signals the process. With ' +
+      '"tty" {"rows","cols"} in the request it is a terminal session: all output is tagged 1, stdin is always taken ' +
+      '(Ctrl-C is the byte 0x03), {"type":"resize","rows","cols"} resizes the terminal.',
   },
 ] as const;
 

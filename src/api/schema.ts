@@ -231,6 +231,12 @@ export const ConsoleInputRequest = z
   .strict()
   .meta({ id: 'ConsoleInputRequest' });
 
+/** A terminal's size in character cells; the agent refuses more than 1000 of either. (No id: requests inline it.) */
+export const TerminalSize = z.object({
+  rows: z.number().int().min(1).max(1000),
+  cols: z.number().int().min(1).max(1000),
+});
+
 export const ExecRequest = z
   .object({
     argv: z
@@ -256,6 +262,10 @@ export const ExecRequest = z
       .optional(),
     /** The agent kills the process group after this long. */
     timeoutMs: z.number().int().min(1).max(86_400_000).optional(),
+    tty: TerminalSize.optional().describe(
+      'run it on a pseudo-terminal of this size, its controlling terminal (a shell gets job control; output all ' +
+        'arrives as stdout; the exec WebSocket takes input and {"type":"resize"})',
+    ),
   })
   .strict()
   .meta({ id: 'ExecRequest' });
@@ -597,6 +607,7 @@ export type Snapshot = z.infer<typeof Snapshot>;
 export type CreateEpisodeRequest = z.infer<typeof CreateEpisodeRequest>;
 export type AgentState = z.infer<typeof AgentState>;
 export type ExecRequest = z.infer<typeof ExecRequest>;
+export type TerminalSize = z.infer<typeof TerminalSize>;
 export type ExecResult = z.infer<typeof ExecResult>;
 export type CheckpointRequest = z.infer<typeof CheckpointRequest>;
 export type ForkRequest = z.infer<typeof ForkRequest>;

@@ -1,5 +1,6 @@
 // `smol exec VM -- CMD` and `smol run [-f Smolfile | --image REF] [-- CMD]`: commands in a guest through its agent
-// (docs/agent.md), with stdout and stderr relayed as they come and the command's exit status as smol's own.
+// (docs/agent.md), with stdout and stderr relayed as they come and the command's exit status as smol's own; with -t
+// on a terminal of the guest's (`smol exec -it VM -- sh`), ours in raw mode and its size followed.
 import os from 'node:os';
 import type { ExecExit } from '../api/api-client.js';
 import type { Smol } from '../../sdk/typescript/smol.js';
@@ -16,6 +17,7 @@ const EXEC_FLAGS = {
   workdir: { type: 'string', short: 'w' },
   user: { type: 'string', short: 'u' },
   interactive: { type: 'boolean', short: 'i', default: false },
+  tty: { type: 'boolean', short: 't', default: false },
   timeout: { type: 'string' },
 } as const;
 
@@ -24,6 +26,8 @@ const EXEC_OPTIONS = `  -e, --env K=V       set an environment variable (repeata
   -u, --user USER     run as USER: name, uid, name:group or uid:gid, from the guest's /etc/passwd and
                       /etc/group (default: the Smolfile's user, else the image's User, else root; -u 0 is root)
   -i, --interactive   pass this command's stdin to it (else it reads /dev/null)
+  -t, --tty           run it on a terminal in the guest (a pseudo-terminal: job control, Ctrl-C reaches its
+                      foreground job, resized with this one); -it for a shell: smol exec -it VM -- sh
   --timeout SECONDS   kill it after this long (exit status 124, as timeout(1))`;
 
 /** The argv after `--`, and smol's own arguments before it. */
@@ -43,6 +47,7 @@ interface ExecFlags {
   workdir?: string;
   user?: string;
   interactive: boolean;
+  tty: boolean;
   timeout?: string;
 }
 
@@ -50,13 +55,22 @@ function execRequest(
   command: string,
   argv: string[],
   flags: ExecFlags,
-): { argv: string[]; env?: Record<string, string>; cwd?: string; user?: string; timeoutMs?: number } {
+): {
+  argv: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  user?: string;
+  timeoutMs?: number;
+  tty?: { rows: number; cols: number };
+} {
   const env: Record<string, string> = {};
   for (const pair of flags.env ?? []) {
     const eq = pair.indexOf('=');
     if (eq < 1) throw new UsageError(command, `--env ${pair}: expected NAME=VALUE`);
     env[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
+  // A terminal's programs need to know what it is: ours, as ssh and docker exec pass it.
+  if (flags.tty && env.TERM === undefined) env.TERM = process.env.TERM ?? 'xterm-256color';
   let timeoutMs: number | undefined;
   if (flags.timeout !== undefined) {
     const seconds = Number(flags.timeout);
@@ -72,7 +86,49 @@ function execRequest(
     ...(flags.workdir !== undefined && { cwd: flags.workdir }),
     ...(flags.user !== undefined && { user: flags.user }),
     ...(timeoutMs !== undefined && { timeoutMs }),
+    ...(flags.tty && { tty: terminalSize() }),
   };
+}
+
+/** Our terminal's size (24 by 80 when stdout is not one), within what the agent takes. */
+function terminalSize(): { rows: number; cols: number } {
+  const clamp = (n: number | undefined, fallback: number) => Math.min(1000, Math.max(1, n || fallback));
+  return { rows: clamp(process.stdout.rows, 24), cols: clamp(process.stdout.columns, 80) };
+}
+
+/**
+ * Runs `request` on a terminal in the guest: our terminal in raw mode (so Ctrl-C, Ctrl-Z and the rest are bytes
+ * for the guest's terminal, which signals its foreground job), its size followed on SIGWINCH; resolves with the
+ * command's exit status. A SIGINT or SIGTERM sent to smol itself is passed on.
+ */
+async function relayTerminal(smol: Smol, vm: string, request: ReturnType<typeof execRequest>, interactive: boolean) {
+  const raw = interactive && process.stdin.isTTY;
+  const running = smol.api.exec(vm, request, {
+    onStdout: (chunk) => void process.stdout.write(chunk),
+    onStderr: (chunk) => void process.stderr.write(chunk),
+    ...(interactive && { stdin: process.stdin }),
+  });
+  const resize = () => running.resize(terminalSize());
+  const forward = (signal: NodeJS.Signals) => () => running.signal(signal);
+  const onInt = forward('SIGINT');
+  const onTerm = forward('SIGTERM');
+  process.on('SIGWINCH', resize);
+  process.on('SIGINT', onInt);
+  process.on('SIGTERM', onTerm);
+  if (raw) process.stdin.setRawMode(true);
+  try {
+    const exit = await running.exit;
+    await new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
+    return exitStatus(exit);
+  } catch (error) {
+    throw new CommandError((error as Error).message, EXIT.failed);
+  } finally {
+    if (raw) process.stdin.setRawMode(false);
+    process.off('SIGWINCH', resize);
+    process.off('SIGINT', onInt);
+    process.off('SIGTERM', onTerm);
+    if (interactive) process.stdin.destroy();
+  }
 }
 
 /** The shell's convention: the command's status, 128+N for a signal, 124 when it timed out. */
@@ -128,7 +184,8 @@ ${EXEC_OPTIONS}
   const { flags, args, help } = parseCommand('exec', own, EXEC_FLAGS, { min: 1, max: 1, names: 'a VM' });
   if (helpOr(help, HELP)) return 0;
   const request = execRequest('exec', cmd, flags);
-  return await withEngine((smol) => relay(smol, args[0]!, request, flags.interactive));
+  const go = flags.tty ? relayTerminal : relay;
+  return await withEngine((smol) => go(smol, args[0]!, request, flags.interactive));
 };
 
 export const runRun: Run = async (argv) => {
@@ -165,7 +222,7 @@ ${EXEC_OPTIONS}
   return await withEngine(async (smol) => {
     const { episode, vm } = await smol.up(file);
     try {
-      return await relay(smol, vm.id, request, flags.interactive);
+      return await (flags.tty ? relayTerminal : relay)(smol, vm.id, request, flags.interactive);
     } finally {
       if (flags.keep) process.stderr.write(`smol: kept episode ${episode.id} ${episode.name}\n`);
       else await smol.destroy(episode.id).catch(() => undefined);

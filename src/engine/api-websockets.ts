@@ -6,7 +6,7 @@ import type { RawData, WebSocket } from 'ws';
 import { z } from 'zod';
 import type { ConsoleAttachment, EngineApi, GuestProcess } from '../api/engine-api.js';
 import { parseInput } from '../api/request-errors.js';
-import { ExecRequest } from '../api/schema.js';
+import { ExecRequest, TerminalSize } from '../api/schema.js';
 
 /** An events viewer this far behind is cut off rather than buffered without end. */
 const MAX_EVENT_BACKLOG = 64 << 20;
@@ -109,11 +109,13 @@ class InputQueue implements AsyncIterable<Uint8Array> {
 const ExecControl = z.discriminatedUnion('type', [
   z.object({ type: z.literal('eof') }),
   z.object({ type: z.literal('signal'), signal: z.string().regex(/^SIG[A-Z0-9]+$/, 'a signal name like SIGINT') }),
+  z.object({ type: z.literal('resize'), rows: z.unknown(), cols: z.unknown() }),
 ]);
 
 /**
  * A command in the guest, streamed (routes.ts, `execStream`): the first text message is the ExecRequest; output
- * goes out as binary messages tagged 1 (stdout) or 2 (stderr); the client's binary messages are stdin.
+ * goes out as binary messages tagged 1 (stdout) or 2 (stderr); the client's binary messages are stdin. With `tty`
+ * it is an interactive terminal session: stdin is always taken, `{"type":"resize","rows","cols"}` resizes it.
  */
 export function streamExec(api: EngineApi, vmRef: string, ws: WebSocket): void {
   const sendJson = (message: object) => ws.readyState === ws.OPEN && ws.send(JSON.stringify(message));
@@ -125,6 +127,8 @@ export function streamExec(api: EngineApi, vmRef: string, ws: WebSocket): void {
   let process: GuestProcess | null = null;
   let requested = false;
   let wantsInput = false;
+  let hasTerminal = false;
+  let sizeOnStart: TerminalSize | null = null;
   let closed = false;
   const cutOff = (why: string) => {
     sendJson({ type: 'error', message: why });
@@ -147,17 +151,19 @@ export function streamExec(api: EngineApi, vmRef: string, ws: WebSocket): void {
       const { stdin: wantsStdin, ...rest } = (request ?? {}) as { stdin?: unknown };
       const parsed = parseInput(ExecRequest, rest, 'request');
       if (!parsed.ok) return fail(parsed.message);
-      wantsInput = wantsStdin === true;
+      wantsInput = wantsStdin === true || parsed.value.tty !== undefined;
+      hasTerminal = parsed.value.tty !== undefined;
       api
         .spawn(vmRef, parsed.value, {
           stdout: tagged(1),
           stderr: tagged(2),
-          ...(wantsStdin === true && { stdin }),
+          ...(wantsInput && { stdin }),
         })
         .then((started) => {
           process = started;
           // A client that left while the command started takes it with it all the same.
           if (closed) started.kill('SIGHUP').catch(() => undefined);
+          else if (sizeOnStart) started.resize(sizeOnStart).catch((error: unknown) => fail(messageOf(error)));
           sendJson({ type: 'started' });
           return started.exit;
         })
@@ -178,10 +184,19 @@ export function streamExec(api: EngineApi, vmRef: string, ws: WebSocket): void {
     try {
       control = ExecControl.parse(JSON.parse(toBuffer(data).toString('utf8')));
     } catch {
-      return sendJson({ type: 'error', message: 'expected {"type":"eof"} or {"type":"signal","signal":"SIGINT"}' });
+      return sendJson({
+        type: 'error',
+        message: 'expected {"type":"eof"}, {"type":"signal","signal":"SIGINT"} or {"type":"resize","rows","cols"}',
+      });
     }
     if (control.type === 'eof') stdin.end();
-    else process?.kill(control.signal as NodeJS.Signals).catch((error: unknown) => fail(messageOf(error)));
+    else if (control.type === 'resize') {
+      if (!hasTerminal) return sendJson({ type: 'error', message: 'resize: this command has no terminal ("tty")' });
+      const size = parseInput(TerminalSize, { rows: control.rows, cols: control.cols }, 'resize');
+      if (!size.ok) return sendJson({ type: 'error', message: size.message });
+      if (process) process.resize(size.value).catch((error: unknown) => fail(messageOf(error)));
+      else sizeOnStart = size.value; // it is being started: the last size asked for applies once it runs
+    } else process?.kill(control.signal as NodeJS.Signals).catch((error: unknown) => fail(messageOf(error)));
   });
   // A client that leaves takes its process with it, as a closed terminal would.
   ws.on('close', () => {

@@ -742,6 +742,7 @@ export class Engine extends EngineCore implements EngineApi {
     return {
       exit: guestCall(process.result).then(exitOf),
       kill: (signal) => guestCall(process.kill(signal)),
+      resize: (size) => guestCall(process.resize(size)),
     };
   }
 
@@ -933,6 +934,7 @@ function execOptions(request: Omit<ExecRequest, 'stdin'>) {
     ...(request.cwd !== undefined && { cwd: request.cwd }),
     ...(request.user !== undefined && { user: request.user }),
     ...(request.timeoutMs !== undefined && { timeoutMs: request.timeoutMs }),
+    ...(request.tty && { tty: request.tty }),
   };
 }
 
