@@ -111,6 +111,16 @@ export async function openTreeInPage(page: Page, name: string) {
   return { openMs };
 }
 
+/** Colours the open fork tree by its snapshots' `reward` label with the best branch shown, as a person chooses it. */
+export async function colourTreeInPage(page: Page) {
+  await page.getByLabel('Colour by label').selectOption('reward');
+  await page.getByRole('combobox', { name: 'Best branch', exact: true }).selectOption('high');
+  // The legend names the range; the branch's cards may all be out of view (only the cards in view are drawn).
+  await page.getByRole('img', { name: /^Coloured by reward, from/ }).waitFor({ timeout: 60_000 });
+  await page.getByRole('button', { name: /^highest: / }).waitFor({ timeout: 60_000 });
+  await page.waitForTimeout(500);
+}
+
 /** Pans the open fork tree with mouse drags while counting frames (requestAnimationFrame callbacks). */
 export async function panTreeInPage(page: Page) {
   const shown = await page.locator('.react-flow__minimap-node').count();

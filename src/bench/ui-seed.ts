@@ -141,7 +141,9 @@ export async function seedUiHome(options: SeedOptions): Promise<Seeded> {
     const vm = vmRecord(treeId, treeName, null, new Date().toISOString());
     const parents = agentTreeShape(options.snapshots);
     const ids: string[] = [];
-    progress(`publishing ${options.snapshots} snapshots through the engine's snapshot store`);
+    // Rewards for the tree coloured by one (docs/ui.md "Labels on the tree"): nine in ten snapshots have one.
+    const reward = random(11);
+    progress(`publishing ${options.snapshots} snapshots through the engine's snapshot store, with rewards`);
     for (let i = 0; i < parents.length; i++) {
       const id = store.newSnapshotId();
       const dir = store.dirFor(id);
@@ -166,6 +168,7 @@ export async function seedUiHome(options: SeedOptions): Promise<Seeded> {
         memoryBytes,
         cpus: 1,
       });
+      if (i % 10 !== 3) await store.update(id, { labels: { reward: Math.round(reward() * 1000) / 1000 } });
       ids.push(id);
       if ((i + 1) % 1000 === 0) progress(`  ${i + 1} snapshots`);
     }

@@ -21,7 +21,15 @@ import { engineStage, LINE_BYTES, uartLinesFor, vmmStage, writeFloodSmolfile } f
 import { median, p90 } from './stats.js';
 import { seedUiHome } from './ui-seed.js';
 import { benchHost, type BenchHost } from './vm-create.js';
-import { browserStage, consoleInPage, listInPage, treeInPage, type Page } from './ui-page.js';
+import {
+  browserStage,
+  colourTreeInPage,
+  consoleInPage,
+  listInPage,
+  panTreeInPage,
+  treeInPage,
+  type Page,
+} from './ui-page.js';
 import { AUTO_EVERY_S, SCALE_SNAPSHOTS, SCALE_VMS, makeScaleEpisode, scaleInPage } from './ui-scale.js';
 
 export interface UiBenchOptions {
@@ -135,9 +143,12 @@ export async function benchUi(options: UiBenchOptions): Promise<UiBenchResult> {
       try {
         const list = await listInPage(page, listener.url, seeded.episodes);
         const tree = await treeInPage(page, seeded.treeEpisode.name);
+        await colourTreeInPage(page);
+        const coloured = await panTreeInPage(page);
         progress(
           `${label}: list ${list.listMs.toFixed(0)} ms (${list.rows} rows in the DOM), tree open ${tree.openMs.toFixed(0)} ms, ` +
-            `pan ${tree.fps.toFixed(1)} fps (${tree.maxNodes} nodes in the DOM of ${tree.shown} laid out)`,
+            `pan ${tree.fps.toFixed(1)} fps (${tree.maxNodes} nodes in the DOM of ${tree.shown} laid out), ` +
+            `coloured by reward ${coloured.fps.toFixed(1)} fps`,
         );
         const { episode, vm } = await smol.up(floodSmolfile);
         let consoleRun, inPage;
@@ -163,6 +174,8 @@ export async function benchUi(options: UiBenchOptions): Promise<UiBenchResult> {
         add('fork tree pan (mouse drag), frames per second', 'fps', tree.fps);
         add('fork tree pan, longest frame', 'ms', tree.longestFrameMs);
         add('fork tree pan, most nodes in the DOM at once', 'nodes', tree.maxNodes);
+        add('fork tree coloured by reward, best branch shown: pan, frames per second', 'fps', coloured.fps);
+        add('fork tree coloured by reward: pan, longest frame', 'ms', coloured.longestFrameMs);
         add(
           'console end to end (flood VM → virtio-console → engine → page xterm), no line missing',
           'MiB/s',
