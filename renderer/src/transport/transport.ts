@@ -41,6 +41,32 @@ export interface ConsoleStream {
   close(): void;
 }
 
+export interface TerminalHandlers {
+  /** What the terminal shows: the command's output and the echo of what was typed. */
+  onData(data: Uint8Array): void;
+  /** The agent ran it. */
+  onStart(): void;
+  /** It ended (`exit 3`: exitCode 3); the stream closes after. */
+  onExit(exit: { exitCode: number | null; signal: string | null; timedOut: boolean }): void;
+  /** The stream ended without an exit: refused (no agent, a bad request) or dropped. */
+  onClose(why: string): void;
+}
+
+export interface TerminalStream {
+  /** Keys typed ("\x03" is Ctrl-C: the guest's terminal turns it into SIGINT for its foreground job). */
+  write(data: string | Uint8Array): void;
+  resize(rows: number, cols: number): void;
+  /** Hangs up: the command gets SIGHUP. */
+  close(): void;
+}
+
+export interface TerminalRequest {
+  argv: string[];
+  rows: number;
+  cols: number;
+  env?: Record<string, string>;
+}
+
 export interface Transport {
   /**
    * One API call; `path` is under /api/v1 (`/episodes`). Resolves with the parsed JSON, the text for other media
@@ -51,6 +77,11 @@ export interface Transport {
   events(handlers: EventStreamHandlers): () => void;
   /** A VM's live console. */
   console(vm: string, handlers: ConsoleHandlers): ConsoleStream;
+  /**
+   * A command on a pseudo-terminal in the guest, through its agent (the exec WebSocket with `tty`); absent where
+   * the transport cannot carry one yet (the desktop app's IPC bridge).
+   */
+  terminal?(vm: string, request: TerminalRequest, handlers: TerminalHandlers): TerminalStream;
 }
 
 /** One API operation by its name, typed from the route table (src/api/operations.ts), over any Transport. */

@@ -8,6 +8,9 @@ import {
   type ConsoleStream,
   type EventStreamHandlers,
   type Method,
+  type TerminalHandlers,
+  type TerminalRequest,
+  type TerminalStream,
   type Transport,
 } from './transport.js';
 
@@ -142,6 +145,58 @@ export class WebTransport implements Transport {
       write: (data) => {
         if (ws.readyState === WebSocket.CONNECTING) pending.push(data);
         else if (ws.readyState === WebSocket.OPEN) ws.send(data);
+      },
+      close: () => {
+        ended = true;
+        ws.close();
+      },
+    };
+  }
+
+  /** The exec WebSocket (routes.ts, `execStream`) with `tty`: binary messages both ways, resize as JSON. */
+  terminal(vm: string, request: TerminalRequest, handlers: TerminalHandlers): TerminalStream {
+    const ws = this.#socket(`/vms/${encodeURIComponent(vm)}/exec`);
+    ws.binaryType = 'arraybuffer';
+    const encoder = new TextEncoder();
+    let ended = false;
+    let started = false;
+    const pending: (string | Uint8Array)[] = [];
+    const end = (why: string) => {
+      if (ended) return;
+      ended = true;
+      handlers.onClose(why);
+    };
+    ws.onopen = () => {
+      const { argv, rows, cols, env } = request;
+      ws.send(JSON.stringify({ argv, tty: { rows, cols }, ...(env && { env }) }));
+    };
+    ws.onmessage = (message: MessageEvent) => {
+      if (message.data instanceof ArrayBuffer) return handlers.onData(new Uint8Array(message.data, 1));
+      const parsed = JSON.parse(String(message.data)) as { type: string; message?: string } & Parameters<
+        TerminalHandlers['onExit']
+      >[0];
+      if (parsed.type === 'started') {
+        started = true;
+        handlers.onStart();
+        for (const data of pending.splice(0)) ws.send(typeof data === 'string' ? encoder.encode(data) : data);
+      } else if (parsed.type === 'exit') {
+        ended = true;
+        handlers.onExit({ exitCode: parsed.exitCode, signal: parsed.signal, timedOut: parsed.timedOut });
+      } else if (parsed.type === 'error') end(parsed.message ?? 'the terminal failed');
+    };
+    ws.onclose = (event: CloseEvent) =>
+      end(
+        event.reason || (event.code === 1006 ? 'the engine refused or dropped the terminal' : `closed (${event.code})`),
+      );
+    return {
+      // Keys are binary messages (text ones are the stream's controls), sent once the command runs.
+      write: (data) => {
+        if (ended) return;
+        if (!started) pending.push(data);
+        else if (ws.readyState === WebSocket.OPEN) ws.send(typeof data === 'string' ? encoder.encode(data) : data);
+      },
+      resize: (rows, cols) => {
+        if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'resize', rows, cols }));
       },
       close: () => {
         ended = true;

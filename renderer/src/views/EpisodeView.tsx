@@ -5,6 +5,7 @@ import { useShallow } from 'zustand/react/shallow';
 import { useApp, useAppState } from '../app-context.js';
 import { useNow } from '../clock.js';
 import { Console } from '../console/Console.js';
+import { GuestTerminal } from '../console/GuestTerminal.js';
 import { formatBytes, formatDuration } from '../format.js';
 import { Replay } from '../replay/Replay.js';
 import { ForkTree } from '../tree/ForkTree.js';
@@ -208,7 +209,7 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
   const snapshotId = useAppState((s) =>
     s.snapshotId && !s.pendingDeletes.includes(s.snapshotId) ? s.snapshotId : null,
   );
-  const [pane, setPane] = useState<'console' | 'replay'>('console');
+  const [pane, setPane] = useState<'console' | 'terminal' | 'replay'>('console');
   // The tree pane's share of the height (a percentage), or the whole of it.
   const [share, setShare] = useState(42);
   const [maximised, setMaximised] = useState(false);
@@ -300,9 +301,17 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
         </aside>
         <div className="bottom-pane">
           {!maximised && <PaneSplitter share={share} setShare={setShare} />}
-          <div className="tabs" role="tablist" aria-label="Console or replay">
+          <div className="tabs" role="tablist" aria-label="Console, terminal or replay">
             <button role="tab" aria-selected={pane === 'console'} onClick={() => setPane('console')}>
               Console
+            </button>
+            <button
+              role="tab"
+              aria-selected={pane === 'terminal'}
+              onClick={() => setPane('terminal')}
+              title="A shell on a pseudo-terminal in the guest, through its agent"
+            >
+              Terminal
             </button>
             <button role="tab" aria-selected={pane === 'replay'} onClick={() => setPane('replay')}>
               Replay
@@ -311,6 +320,8 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
           {vmId ? (
             pane === 'console' ? (
               <Console key={vmId} vmId={vmId} />
+            ) : pane === 'terminal' ? (
+              <GuestTerminal key={vmId} vmId={vmId} />
             ) : (
               <Replay key={vmId} vmId={vmId} />
             )
