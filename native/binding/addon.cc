@@ -119,9 +119,10 @@ static Napi::Value JailLockdown(const Napi::CallbackInfo& info) {
   return out;
 }
 
-// A test hook (the vmhost offers it only with SMOL_TEST_HOOKS=1): a call no allow-list has.
+// A test hook (the vmhost offers it only with SMOL_TEST_HOOKS=1): a call no allow-list has, or with "ioctl" an ioctl
+// request none has.
 static Napi::Value JailTestForbidden(const Napi::CallbackInfo& info) {
-  jail_test_forbidden();
+  jail_test_forbidden(info.Length() > 0 && info[0].IsString() && info[0].As<Napi::String>().Utf8Value() == "ioctl");
   return info.Env().Undefined();
 }
 

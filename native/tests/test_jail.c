@@ -12,7 +12,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <linux/kvm.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -98,7 +100,8 @@ TEST(jail_keeps_what_the_vmm_needs)
 	CHECK_EQ_INT(WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status), 0);
 }
 
-TEST(jail_forbidden_call_is_named_and_kills)
+/* What a jailed child that makes the test hook's forbidden call (or ioctl) reports, and that it died by SIGSYS. */
+static void forbidden_reports(int ioctl_request, const char *expected)
 {
 	int fds[2], status;
 	char report[128] = { 0 };
@@ -115,7 +118,7 @@ TEST(jail_forbidden_call_is_named_and_kills)
 		close(fds[0]);
 		if (jail_lockdown(&o, NULL, &err) < 0)
 			_exit(2);
-		jail_test_forbidden();
+		jail_test_forbidden(ioctl_request);
 		_exit(0);	/* the call ran: the filter failed */
 	}
 	close(fds[1]);
@@ -127,7 +130,42 @@ TEST(jail_forbidden_call_is_named_and_kills)
 	CHECK(WIFSIGNALED(status));
 	CHECK_EQ_INT(WIFSIGNALED(status) ? WTERMSIG(status) : -1, SIGSYS);
 	CHECK(n > 0);
-	CHECK(!strcmp(report, "seccomp: personality\n"));
+	CHECK(!strcmp(report, expected));
+}
+
+TEST(jail_forbidden_call_is_named_and_kills)
+{
+	forbidden_reports(0, "seccomp: personality\n");
+}
+
+/* TIOCSTI is 0x5412: the report names the request, which is what the list is keyed on. */
+TEST(jail_forbidden_ioctl_is_named_with_its_request)
+{
+	forbidden_reports(1, "seccomp: ioctl 0x5412\n");
+}
+
+/* The requests the VMM and libuv make still work: FIONBIO and FIONREAD on a pipe, the KVM API's version. */
+TEST(jail_keeps_the_ioctls_in_its_list)
+{
+	pid_t pid = fork();
+	int status;
+
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		struct vm_error err = { 0 };
+		int fds[2], on = 1, n = -1, kvm;
+
+		if (pipe(fds) < 0 || jail_lockdown(NULL, NULL, &err) < 0)
+			_exit(2);
+		if (ioctl(fds[0], FIONBIO, &on) < 0 || ioctl(fds[0], FIONREAD, &n) < 0 || n != 0)
+			_exit(3);
+		kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+		if (kvm >= 0 && ioctl(kvm, KVM_GET_API_VERSION, 0) != KVM_API_VERSION)
+			_exit(4);
+		_exit(0);
+	}
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	CHECK_EQ_INT(WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status), 0);
 }
 
 /*

@@ -17,11 +17,13 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
+#include <linux/kvm.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
@@ -29,6 +31,8 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <termios.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #define MAX_NR 512
@@ -62,7 +66,7 @@ static const char *const process_list[] = {
 	"statfs", "fstatfs", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents64", "getcwd",
 	"chdir", "fcntl", "flock", "fsync", "fdatasync", "sync_file_range", "ftruncate", "fallocate", "truncate",
 	"rename", "renameat", "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir", "chmod", "fchmod",
-	"fchmodat", "utimensat", "copy_file_range", "sendfile", "ioctl", "umask", "dup", "dup2", "dup3", "pipe",
+	"fchmodat", "utimensat", "copy_file_range", "sendfile", "umask", "dup", "dup2", "dup3", "pipe",
 	"pipe2", "fadvise64", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
 	/* event loops: libuv's epoll, the VMM's event thread, eventfds between threads */
 	"epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll",
@@ -90,6 +94,37 @@ static const char *const vcpu_denied[] = {
 	NULL,
 };
 
+/*
+ * ioctl(2) only with these requests (docs/security.md, "ioctl requests"); everything else traps like a call outside
+ * the list. Compared on the request's low 32 bits, as the kernel reads it (its type is unsigned int in each driver).
+ */
+static const unsigned long ioctl_list[] = {
+	/* /dev/kvm: the API's version, capabilities, CPUID, MSRs, and making a VM (vm.c, cpu.c, kvm_probe.c) */
+	KVM_GET_API_VERSION, KVM_CHECK_EXTENSION, KVM_CREATE_VM, KVM_GET_VCPU_MMAP_SIZE, KVM_GET_SUPPORTED_CPUID,
+	KVM_GET_MSR_INDEX_LIST,
+	/* the VM: its memory, interrupt controller, PIT, TSS, clock, eventfds, dirty log (vm.c, snapshots, devices) */
+	KVM_CREATE_VCPU, KVM_SET_USER_MEMORY_REGION, KVM_CREATE_IRQCHIP, KVM_CREATE_PIT2, KVM_SET_TSS_ADDR,
+	KVM_SET_IDENTITY_MAP_ADDR, KVM_IRQ_LINE, KVM_IRQFD, KVM_IOEVENTFD, KVM_GET_IRQCHIP, KVM_SET_IRQCHIP,
+	KVM_GET_PIT2, KVM_SET_PIT2, KVM_GET_CLOCK, KVM_SET_CLOCK, KVM_GET_DIRTY_LOG,
+	/* a vCPU: running it, and its state as boot sets it and a checkpoint saves and a restore loads it */
+	KVM_RUN, KVM_GET_REGS, KVM_SET_REGS, KVM_GET_SREGS, KVM_SET_SREGS, KVM_SET_FPU, KVM_GET_MSRS,
+	KVM_SET_MSRS, KVM_GET_CPUID2, KVM_SET_CPUID2, KVM_GET_LAPIC, KVM_SET_LAPIC, KVM_GET_MP_STATE, KVM_SET_MP_STATE,
+	KVM_GET_VCPU_EVENTS, KVM_SET_VCPU_EVENTS, KVM_GET_XSAVE, KVM_GET_XSAVE2, KVM_SET_XSAVE, KVM_GET_XCRS,
+	KVM_SET_XCRS, KVM_GET_DEBUGREGS, KVM_SET_DEBUGREGS, KVM_GET_TSC_KHZ, KVM_SET_TSC_KHZ, KVM_KVMCLOCK_CTRL,
+	/* libuv: non-blocking and close-on-exec fds (uv__nonblock, uv__cloexec); libslirp: a UDP datagram's size */
+	FIONBIO, FIOCLEX, FIONCLEX, FIONREAD,
+	/* stdio that is a terminal (an engine run in the foreground): glibc's isatty, libuv's uv_tty_init */
+	TCGETS, TIOCGWINSZ, TIOCGPTN,
+};
+
+/* What a vCPU thread may not ask on top of that: making VMs, vCPUs, their chips and memory map (set-up, not MMIO). */
+static const unsigned long vcpu_ioctl_denied[] = {
+	KVM_CREATE_VM, KVM_CREATE_VCPU, KVM_CREATE_IRQCHIP, KVM_CREATE_PIT2, KVM_SET_TSS_ADDR, KVM_SET_IDENTITY_MAP_ADDR,
+	TIOCGPTN,
+};
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
 static const char *syscall_names[MAX_NR];
 static int report_fd = 2;
 static int active;
@@ -101,16 +136,38 @@ static void append(char *buf, size_t len, size_t *at, const char *s)
 		buf[(*at)++] = *s++;
 }
 
+/* s gets v in hex ("0x..."); s must hold 19 bytes. */
+static void hex(char *s, unsigned long v)
+{
+	char tmp[16];
+	int n = 0;
+
+	do
+		tmp[n++] = "0123456789abcdef"[v & 15];
+	while ((v >>= 4) && n < 16);
+	*s++ = '0';
+	*s++ = 'x';
+	while (n)
+		*s++ = tmp[--n];
+	*s = 0;
+}
+
 /* Async-signal-safe: write(2), seccomp(2), sigaction(2), sigprocmask(2) and tgkill(2), all in both lists. */
 static void on_sigsys(int sig, siginfo_t *info, void *uctx)
 {
-	char num[24];
+	char num[24], request[24] = "";
 	int nr = info->si_syscall;
 	const char *name = nr >= 0 && nr < MAX_NR ? syscall_names[nr] : NULL;
 	struct sigaction dfl;
 	sigset_t set;
 
+#if defined(__x86_64__)
+	/* An ioctl is named with its request, the second argument (rsi), which is what the list is keyed on. */
+	if (nr == __NR_ioctl && uctx)
+		hex(request, (unsigned long)((ucontext_t *)uctx)->uc_mcontext.gregs[REG_RSI] & 0xffffffffUL);
+#else
 	(void)uctx;
+#endif
 	if (!name) {
 		int i = (int)sizeof(num) - 1;
 		unsigned v = (unsigned)nr;
@@ -128,6 +185,10 @@ static void on_sigsys(int sig, siginfo_t *info, void *uctx)
 
 		append(line, sizeof(line), &at, "seccomp: ");
 		append(line, sizeof(line), &at, name);
+		if (request[0]) {
+			append(line, sizeof(line), &at, " ");
+			append(line, sizeof(line), &at, request);
+		}
 		line[at++] = '\n';
 		ssize_t w = write(report_fd, line, at);
 
@@ -165,6 +226,21 @@ static int add_rules(scmp_filter_ctx ctx, const char *const *names, uint32_t act
 		r = seccomp_rule_add(ctx, action, nr, 0);
 		if (r < 0 && r != -EEXIST)
 			return vm_error_set(err, -r, "seccomp: cannot add %s to the filter: %s", names[i], strerror(-r));
+	}
+	return 0;
+}
+
+/* ioctl(2) with each of the requests, on the low 32 bits of its second argument. */
+static int add_ioctls(scmp_filter_ctx ctx, const unsigned long *reqs, size_t n, uint32_t action,
+		      struct vm_error *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		int r = seccomp_rule_add(ctx, action, SCMP_SYS(ioctl), 1,
+					 SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, reqs[i] & 0xffffffffUL));
+
+		if (r < 0 && r != -EEXIST)
+			return vm_error_set(err, -r, "seccomp: cannot add ioctl 0x%lx to the filter: %s", reqs[i],
+					    strerror(-r));
 	}
 	return 0;
 }
@@ -409,6 +485,11 @@ int jail_lockdown(const struct jail_options *o, struct jail_status *st, struct v
 		return vm_error_set(err, -r, "seccomp: cannot set the filter's attributes: %s", strerror(-r));
 	}
 	r = add_rules(ctx, process_list, SCMP_ACT_ALLOW, err);
+	if (r == 0)
+		r = add_ioctls(ctx, ioctl_list, NELEM(ioctl_list), SCMP_ACT_ALLOW, err);
+	/* KVM_RUN goes through the filter on every exit: ioctl's branch first. */
+	if (r == 0)
+		seccomp_syscall_priority(ctx, SCMP_SYS(ioctl), 255);
 	if (r == 0 && (r = seccomp_load(ctx)) < 0)
 		vm_error_set(err, -r, "seccomp: cannot load the filter: %s", strerror(-r));
 	seccomp_release(ctx);
@@ -439,13 +520,20 @@ int jail_vcpu_thread(void)
 	if (r == 0)
 		r = add_rules(ctx, vcpu_denied, SCMP_ACT_TRAP, NULL);
 	if (r == 0)
+		r = add_ioctls(ctx, vcpu_ioctl_denied, NELEM(vcpu_ioctl_denied), SCMP_ACT_TRAP, NULL);
+	if (r == 0)
 		r = seccomp_load(ctx);
 	seccomp_release(ctx);
 	return r;
 }
 
-void jail_test_forbidden(void)
+void jail_test_forbidden(int ioctl_request)
 {
-	/* 0xffffffff only queries the persona: harmless if it ever ran. */
-	syscall(SYS_personality, 0xffffffffUL);
+	char c = 0;
+
+	/* TIOCSTI (a terminal's input faked, the classic escape) on no fd: EBADF if it ever ran. */
+	if (ioctl_request)
+		ioctl(-1, TIOCSTI, &c);
+	else
+		syscall(SYS_personality, 0xffffffffUL);	/* only queries the persona: harmless if it ever ran */
 }

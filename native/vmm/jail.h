@@ -46,7 +46,10 @@ int jail_active(void);
 /* Called first by each vCPU thread: stacks the vCPU list on the calling thread. 0, or -errno. */
 int jail_vcpu_thread(void);
 
-/* A test hook (SMOL_TEST_HOOKS=1 only): makes a call no list allows (personality(2)). Does not return when jailed. */
-void jail_test_forbidden(void);
+/*
+ * A test hook (SMOL_TEST_HOOKS=1 only): makes a call no list allows (personality(2)), or with ioctl_request an ioctl
+ * whose request no list allows (TIOCSTI). Does not return when jailed.
+ */
+void jail_test_forbidden(int ioctl_request);
 
 #endif

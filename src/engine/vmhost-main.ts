@@ -61,11 +61,12 @@ function lockdown(): VmHostJailStatus | null {
 const jail = lockdown();
 
 // Test hooks, only with SMOL_TEST_HOOKS=1 (production never sets it): SIGURG makes this process call a system call no
-// allow-list has, as a device model a guest subverted might.
+// allow-list has, as a device model a guest subverted might; SIGPWR makes it call ioctl with a request none has.
 // SIGWINCH makes it try to open, for reading, each path the file SMOL_TEST_OPEN lists (a JSON array), and say on
 // stderr (the engine's log) what came of each: `vmhost test-open PATH: ok` or the error's code.
 if (process.env.SMOL_TEST_HOOKS === '1') {
   process.on('SIGURG', () => loadNative().jailTestForbidden());
+  process.on('SIGPWR', () => loadNative().jailTestForbidden('ioctl'));
   process.on('SIGWINCH', () => {
     const list = process.env.SMOL_TEST_OPEN;
     for (const file of list ? (JSON.parse(readFileSync(list, 'utf8')) as string[]) : []) {

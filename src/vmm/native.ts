@@ -286,8 +286,11 @@ export interface NativeBinding {
    * (default stderr) and the process dies by SIGSYS. Once per process.
    */
   jailLockdown(options?: { reportFd?: number; nofile?: number; root?: JailRoot }): JailStatus;
-  /** Test hook: a system call no allow-list has (personality). A jailed process does not return from it. */
-  jailTestForbidden(): void;
+  /**
+   * Test hook: a system call no allow-list has (personality), or with 'ioctl' an ioctl request none has (TIOCSTI).
+   * A jailed process does not return from it.
+   */
+  jailTestForbidden(kind?: 'ioctl'): void;
 }
 
 /**

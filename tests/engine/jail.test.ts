@@ -95,6 +95,32 @@ describe('the vmhost jail', () => {
     expect((await smol.vm(bystander.vm.id)).state).toBe('running');
   });
 
+  it('an ioctl request outside the list crashes its VMs with seccomp, ioctl and the request; checkpoint, restore and fork still work', async () => {
+    const home = newHome();
+    const smol = await home.client();
+    const file = home.smolfile('count', COUNT);
+    const victim = await smol.up(file, { name: 'victim' });
+    const bystander = await smol.up(file, { name: 'bystander' });
+    await smol.waitForOutput(bystander.vm.id, /count=2/, 60_000);
+    // The bystander's VM lives through every KVM request a checkpoint, a restore and a fork make, under the list.
+    const snapshot = await smol.checkpoint(bystander.vm.id, { name: 'kept' });
+    await smol.fork(bystander.vm.id, 1);
+    const restored = await smol.restore(bystander.vm.id, snapshot.id);
+    expect(restored.vm.state).toBe('running');
+    process.kill(home.vmhosts().get(victim.episode.id)!, 'SIGPWR');
+    const crashed = await eventually('the victim VM to be marked crashed', async () => {
+      const vm = await smol.vm(victim.vm.id);
+      return vm.state === 'crashed' ? vm : undefined;
+    });
+    // TIOCSTI (0x5412), a terminal's input faked: never in the list.
+    expect(crashed.exit?.message).toMatch(/seccomp: ioctl 0x5412, signal SIGSYS/);
+    const before = counts((await smol.logs(bystander.vm.id)).text).at(-1) ?? 0;
+    await eventually('the bystander to keep counting', async () =>
+      (counts((await smol.logs(bystander.vm.id)).text).at(-1) ?? 0) > before ? true : undefined,
+    );
+    expect((await smol.vm(bystander.vm.id)).state).toBe('running');
+  });
+
   it('runs in PID and mount namespaces of its own: nothing outside its root opens', async () => {
     // Another data dir with a snapshot of its own: the files of one store are not another's vmhost's to read.
     const other = newHome();
