@@ -3,6 +3,7 @@ notebook or a training loop, with a blocking client (``connect``) and an asyncio
 one protocol implementation. docs/python-sdk.md says how."""
 
 from ._copy import CopyResult
+from ._pins import CertificateChanged
 from ._errors import (
     ApiError,
     BadRequest,
@@ -90,6 +91,7 @@ __all__ = [
     "Conflict",
     "Unavailable",
     "EngineUnavailable",
+    "CertificateChanged",
     "WaitTimeout",
     "StreamClosed",
     "CopyFailed",

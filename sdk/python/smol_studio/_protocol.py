@@ -35,13 +35,19 @@ class Target:
     port: int = 0
     tls: bool = False
     token: Optional[str] = None
+    #: TLS: the certificate's SHA-256 fingerprint to accept; without it, the one pinned on first use in ``pins`` (a
+    #: path; the client's engines file when None). Never a CA check (docs/remote.md, "Pinning").
+    fingerprint: Optional[str] = None
+    pins: Optional[str] = None
 
     @classmethod
     def unix(cls, socket_path: str) -> "Target":
         return cls(socket_path=socket_path)
 
     @classmethod
-    def url(cls, url: str, token: Optional[str] = None) -> "Target":
+    def url(
+        cls, url: str, token: Optional[str] = None, fingerprint: Optional[str] = None, pins: Optional[str] = None
+    ) -> "Target":
         """A TCP listener's URL (``http://127.0.0.1:PORT``); its token from ``token`` or the URL's ``?token=``."""
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -51,7 +57,8 @@ class Target:
         if not token:
             raise ValueError(f"url: {url} needs a token (token=..., or ?token= in the URL as smol serve prints it)")
         tls = parts.scheme == "https"
-        return cls(host=parts.hostname, port=parts.port or (443 if tls else 80), tls=tls, token=token)
+        port = parts.port or (443 if tls else 80)
+        return cls(host=parts.hostname, port=port, tls=tls, token=token, fingerprint=fingerprint, pins=pins)
 
     @property
     def host_header(self) -> str:

@@ -10,7 +10,6 @@ import json
 import os
 import posixpath
 import socket
-import ssl
 import threading
 import time
 from typing import (
@@ -33,6 +32,7 @@ from . import _calls as calls
 from . import _copy as copying
 from ._calls import Call
 from ._engine import EngineLauncher, no_engine, smol_home, socket_path
+from ._pins import check_pin, insecure_context
 from ._copy import CopyResult
 from ._errors import BadRequest, EngineUnavailable, NotFound, SmolError, StreamClosed, WaitTimeout
 from ._protocol import (
@@ -113,7 +113,12 @@ def open_socket(target: Target, timeout: Optional[float]) -> socket.socket:
         sock = socket.create_connection((target.host, target.port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if target.tls:
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=target.host)
+            sock = insecure_context().wrap_socket(sock, server_hostname=target.host)
+            try:
+                check_pin(sock, target.describe(), target.fingerprint, target.pins)
+            except BaseException:
+                sock.close()
+                raise
         return sock
     except OSError as error:
         raise EngineUnavailable(f"cannot reach the engine at {target.describe()}: {error}") from error
@@ -900,6 +905,8 @@ def connect(
     *,
     url: Optional[str] = None,
     token: Optional[str] = None,
+    fingerprint: Optional[str] = None,
+    pins: "Optional[Union[str, os.PathLike[str]]]" = None,
     start: bool = True,
     timeout: float = 60.0,
     request_timeout: Optional[float] = None,
@@ -908,9 +915,13 @@ def connect(
     """A blocking client of the data dir's engine (``home``, else ``$SMOL_HOME`` or the default), started in the
     background when none runs (``start=False``: raise ``EngineUnavailable`` instead); or of the engine at ``url``
     (a ``smol serve`` URL, its token in ``?token=`` or ``token``). ``timeout``: how long a starting engine may take;
-    ``request_timeout``: how long any one request may (None: no limit; ``up`` of a new image bakes its base)."""
+    ``request_timeout``: how long any one request may (None: no limit; ``up`` of a new image bakes its base).
+    An ``https`` engine is trusted by its certificate's SHA-256 ``fingerprint``, else by the one pinned on first use
+    in ``pins`` (the client's engines file, shared with the CLI, when None); another certificate raises
+    ``CertificateChanged`` naming both (docs/remote.md)."""
     if url is not None:
-        client = Smol(SyncTransport(Target.url(url, token), request_timeout))
+        where = None if pins is None else os.fspath(pins)
+        client = Smol(SyncTransport(Target.url(url, token, fingerprint, where), request_timeout))
         client.health()
         return client
     where = smol_home(home)
