@@ -377,6 +377,7 @@ def exec_request(
     timeout: Optional[float],
     stdin: bool,
     user: Optional[str] = None,
+    tty: Optional[Tuple[int, int]] = None,
 ) -> Dict[str, Any]:
     """The exec stream's first message (an ExecRequest); bad arguments raise ``ValueError`` naming the argument."""
     if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, str) for a in argv):
@@ -399,7 +400,33 @@ def exec_request(
         request["timeoutMs"] = max(1, int(timeout * 1000 + 0.999))
     if stdin:
         request["stdin"] = True
+    if tty is not None:
+        rows, cols = terminal_size(tty, "tty")
+        request["tty"] = {"rows": rows, "cols": cols}
     return request
+
+
+TTY_MAX = 1000
+
+
+def terminal_size(size: Tuple[int, int], where: str) -> Tuple[int, int]:
+    """``(rows, cols)``, each a whole number 1 to 1000; else ``ValueError`` naming ``where`` and the size."""
+    try:
+        rows, cols = size
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: expected (rows, cols), got {size!r}") from None
+    for n in (rows, cols):
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= TTY_MAX:
+            raise ValueError(f"{where}: a terminal of {rows!r} rows and {cols!r} columns (each 1 to {TTY_MAX})")
+    return rows, cols
+
+
+def resize_message(size: Tuple[int, int], has_terminal: bool) -> Dict[str, Any]:
+    """The exec stream's resize message; ``ValueError`` for a command without a terminal or a bad size."""
+    if not has_terminal:
+        raise ValueError("resize: this command has no terminal (start it with tty=(rows, cols))")
+    rows, cols = terminal_size(size, "resize")
+    return {"type": "resize", "rows": rows, "cols": cols}
 
 
 @dataclass(frozen=True)

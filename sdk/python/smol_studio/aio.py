@@ -59,6 +59,7 @@ from ._protocol import (
     console_event,
     console_path,
     exec_request,
+    resize_message,
 )
 from ._types import (
     Episode,
@@ -305,9 +306,10 @@ class AsyncWebSocket:
 class AsyncExecStream:
     """A command running in the guest: ``async for fd, chunk in stream`` (fd 1 stdout, 2 stderr); then ``result``."""
 
-    def __init__(self, ws: AsyncWebSocket, session: ExecSession) -> None:
+    def __init__(self, ws: AsyncWebSocket, session: ExecSession, tty: bool = False) -> None:
         self._ws = ws
         self._session = session
+        self._tty = tty
         self.result: Optional[ExecResult] = None
 
     @property
@@ -333,6 +335,10 @@ class AsyncExecStream:
 
     async def signal(self, name: str = "SIGINT") -> None:
         await self._ws.send_json({"type": "signal", "signal": name})
+
+    async def resize(self, rows: int, cols: int) -> None:
+        """Resizes its terminal (started with ``tty``); ``ValueError`` without one or for a size out of 1-1000."""
+        await self._ws.send_json(resize_message((rows, cols), self._tty))
 
     async def wait(self) -> ExecResult:
         async for _ in self:
@@ -639,12 +645,34 @@ class AsyncSmol:
         user: Optional[str] = None,
         timeout: Optional[float] = None,
         stdin: bool = False,
+        tty: Optional[Tuple[int, int]] = None,
     ) -> AsyncExecStream:
-        request = exec_request(argv, env, workdir, timeout, stdin, user)
+        request = exec_request(argv, env, workdir, timeout, stdin, user, tty)
         session = ExecSession(ref_of(vm, "vm"))
         ws = await self.transport.websocket(session.path())
         await ws.send_json(request)
-        return AsyncExecStream(ws, session)
+        return AsyncExecStream(ws, session, tty is not None)
+
+    async def terminal(
+        self,
+        vm: Ref,
+        argv: Optional[List[str]] = None,
+        *,
+        rows: int = 24,
+        cols: int = 80,
+        env: Optional[Dict[str, str]] = None,
+        workdir: Optional[str] = None,
+        user: Optional[str] = None,
+    ) -> AsyncExecStream:
+        """A shell (or ``argv``) on a pseudo-terminal in the guest (Smol.terminal's twin)."""
+        return await self.exec_stream(
+            vm,
+            argv or ["sh"],
+            env={"TERM": "xterm-256color", **(env or {})},
+            workdir=workdir,
+            user=user,
+            tty=(rows, cols),
+        )
 
     async def exec(
         self,

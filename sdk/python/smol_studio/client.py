@@ -57,6 +57,7 @@ from ._protocol import (
     console_event,
     console_path,
     exec_request,
+    resize_message,
 )
 from ._types import (
     Episode,
@@ -312,6 +313,7 @@ class ExecStream:
         self._session = ExecSession(vm)
         self._ws = transport.websocket(self._session.path())
         self._ws.send_json(request)
+        self._tty = "tty" in request
         self.result: Optional[ExecResult] = None
 
     @property
@@ -336,8 +338,13 @@ class ExecStream:
         self._ws.send_json({"type": "eof"})
 
     def signal(self, name: str = "SIGINT") -> None:
-        """Signals the command's process group (``SIGINT``, ``SIGTERM``, ``SIGKILL`` ...)."""
+        """Signals the command's process group (``SIGINT``, ``SIGTERM``, ``SIGKILL`` ...) and, on a terminal, its
+        foreground job."""
         self._ws.send_json({"type": "signal", "signal": name})
+
+    def resize(self, rows: int, cols: int) -> None:
+        """Resizes its terminal (started with ``tty``); ``ValueError`` without one or for a size out of 1-1000."""
+        self._ws.send_json(resize_message((rows, cols), self._tty))
 
     def wait(self) -> ExecResult:
         """Reads to the end (dropping output not read yet) and says how it ended."""
@@ -686,9 +693,36 @@ class Smol:
         user: Optional[str] = None,
         timeout: Optional[float] = None,
         stdin: bool = False,
+        tty: Optional[Tuple[int, int]] = None,
     ) -> ExecStream:
-        """Starts a command (no shell) and gives its stream: output as it comes, stdin, signals, its exit."""
-        return ExecStream(self.transport, ref_of(vm, "vm"), exec_request(argv, env, workdir, timeout, stdin, user))
+        """Starts a command (no shell) and gives its stream: output as it comes, stdin, signals, its exit. With
+        ``tty=(rows, cols)`` it runs on a pseudo-terminal in the guest (input always taken, all output as fd 1,
+        ``resize``): what ``terminal`` gives."""
+        request = exec_request(argv, env, workdir, timeout, stdin, user, tty)
+        return ExecStream(self.transport, ref_of(vm, "vm"), request)
+
+    def terminal(
+        self,
+        vm: Ref,
+        argv: Optional[List[str]] = None,
+        *,
+        rows: int = 24,
+        cols: int = 80,
+        env: Optional[Dict[str, str]] = None,
+        workdir: Optional[str] = None,
+        user: Optional[str] = None,
+    ) -> ExecStream:
+        """A shell (or ``argv``) on a pseudo-terminal in the guest, as ``smol exec -it VM -- sh``: ``write`` types
+        keys (``"\\x03"`` is Ctrl-C, which reaches the foreground job), ``resize(rows, cols)``, iterate for what it
+        shows, ``wait()`` for its exit status. TERM is xterm-256color unless ``env`` says otherwise."""
+        return self.exec_stream(
+            vm,
+            argv or ["sh"],
+            env={"TERM": "xterm-256color", **(env or {})},
+            workdir=workdir,
+            user=user,
+            tty=(rows, cols),
+        )
 
     def exec(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import time
 from typing import Iterator, List
 
 import pytest
@@ -120,3 +121,38 @@ def test_the_examples_run(home: "object", smol: smol_studio.Smol, example: str) 
         # Every task found a clean machine: the reset between tasks took the last one's file away.
         assert run.stdout.count("found clean") == 6, run.stdout
     assert not [e for e in smol.episodes() if e.name in ("best-of-n", "gym-env", "verified") or e.name.startswith("pool-")]
+
+
+def test_terminal_has_a_pts_follows_resize_takes_ctrl_c_and_returns_the_exit_status(
+    smol: smol_studio.Smol, linux: smol_studio.Up
+) -> None:
+    with smol.terminal(linux.vm, ["sh"], rows=30, cols=100, env={"PS1": "PROMPT$ "}) as term:
+        screen = b""
+        steps = [
+            (b"PROMPT$ ", lambda: term.write("tty; stty size\r")),
+            (b"/dev/pts/", lambda: None),
+            (b"30 100\r\n", lambda: term.resize(50, 132)),
+            (None, lambda: term.write("stty size\r")),
+            (b"50 132\r\n", lambda: None),
+            (b"PROMPT$ ", lambda: term.write("sleep 100\r")),
+            (b"sleep 100\r\n", lambda: (time.sleep(1.5), term.write("\x03"))),
+            (b"PROMPT$ ", lambda: term.write("echo status $?\r")),
+            (b"status 130\r\n", lambda: term.write("exit 3\r")),
+        ]
+        step = 0
+        for _fd, chunk in term:
+            screen += chunk
+            while step < len(steps) and (steps[step][0] is None or steps[step][0] in screen):
+                wanted, action = steps[step]
+                if wanted is not None:
+                    screen = screen[screen.index(wanted) + len(wanted) :]
+                action()
+                step += 1
+        assert step == len(steps), f"stopped before step {step}; the terminal showed {screen!r}"
+        assert term.result is not None and term.result.exit_code == 3
+    with pytest.raises(ValueError, match="0 rows and 80 columns"):
+        smol.terminal(linux.vm, rows=0)
+    with smol.exec_stream(linux.vm, ["true"]) as plain:
+        with pytest.raises(ValueError, match="no terminal"):
+            plain.resize(24, 80)
+        plain.wait()
