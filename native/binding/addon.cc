@@ -173,6 +173,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("createDiskLayer", Napi::Function::New<CreateDiskLayer>(env, "createDiskLayer"));
   exports.Set("diskInfo", Napi::Function::New<DiskInfo>(env, "diskInfo"));
   exports.Set("flattenDiskLayer", Napi::Function::New<FlattenDiskLayer>(env, "flattenDiskLayer"));
+  exports.Set("exportDisk", Napi::Function::New<ExportDisk>(env, "exportDisk"));
   exports.Set("snapshotInfo", Napi::Function::New<SnapshotInfo>(env, "snapshotInfo"));
   exports.Set("jailLockdown", Napi::Function::New<JailLockdown>(env, "jailLockdown"));
   exports.Set("jailTestForbidden", Napi::Function::New<JailTestForbidden>(env, "jailTestForbidden"));

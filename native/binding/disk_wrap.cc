@@ -124,6 +124,37 @@ class FlattenWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
 };
 
+// exportDisk(path, out): the disk as the chain at path reads it, written to a new sparse raw file (disk_export).
+class ExportWorker : public Napi::AsyncWorker {
+ public:
+  ExportWorker(Napi::Env env, std::string path, std::string out)
+      : Napi::AsyncWorker(env, "smol:exportDisk"),
+        path_(std::move(path)),
+        out_(std::move(out)),
+        deferred_(Napi::Promise::Deferred::New(env)) {}
+  Napi::Promise Promise() { return deferred_.Promise(); }
+  void Execute() override {
+    struct vm_error err = {};
+    if (disk_export(path_.c_str(), out_.c_str(), &stats_, &err) < 0) {
+      code_ = err.code;
+      SetError(err.msg);
+    }
+  }
+  void OnOK() override {
+    Napi::Object r = Napi::Object::New(Env());
+    r.Set("size", static_cast<double>(stats_.size));
+    r.Set("bytes", static_cast<double>(stats_.bytes));
+    deferred_.Resolve(r);
+  }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(WithVmCode(e, code_)); }
+
+ private:
+  int code_ = 0;
+  std::string path_, out_;
+  struct disk_export_stats stats_ = {};
+  Napi::Promise::Deferred deferred_;
+};
+
 // snapshotInfo(dir): the snapshot's state and memory layer (and its parents') opened and checked, checksums included,
 // without reading guest memory: what `smol store check` asks of every published snapshot.
 class SnapshotInfoWorker : public Napi::AsyncWorker {
@@ -175,6 +206,16 @@ Napi::Value FlattenDiskLayer(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 1 || !info[0].IsString()) throw Napi::TypeError::New(env, "flattenDiskLayer(path) expects a path");
   auto* worker = new FlattenWorker(env, info[0].As<Napi::String>().Utf8Value());
+  Napi::Promise p = worker->Promise();
+  worker->Queue();
+  return p;
+}
+
+Napi::Value ExportDisk(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsString() || !info[1].IsString())
+    throw Napi::TypeError::New(env, "exportDisk(path, out) expects two paths");
+  auto* worker = new ExportWorker(env, info[0].As<Napi::String>().Utf8Value(), info[1].As<Napi::String>().Utf8Value());
   Napi::Promise p = worker->Promise();
   worker->Queue();
   return p;

@@ -8,4 +8,5 @@
 Napi::Value CreateDiskLayer(const Napi::CallbackInfo& info);
 Napi::Value DiskInfo(const Napi::CallbackInfo& info);
 Napi::Value FlattenDiskLayer(const Napi::CallbackInfo& info);
+Napi::Value ExportDisk(const Napi::CallbackInfo& info);
 Napi::Value SnapshotInfo(const Napi::CallbackInfo& info);

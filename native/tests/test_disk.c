@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -194,6 +195,53 @@ TEST(disk_flatten_puts_a_long_chain_into_one_layer_that_reads_the_same)
 	CHECK(disk_flatten(child, &st, &err) < 0);
 	CHECK_STR_CONTAINS(err.msg, "not a frozen disk layer");
 	disk_close(d);
+}
+
+TEST(disk_export_writes_the_chain_as_one_raw_image_that_reads_the_same)
+{
+	char base[TEST_PATH_MAX], l1[TEST_PATH_MAX], l2[TEST_PATH_MAX], out[TEST_PATH_MAX];
+	struct disk_export_stats st = { 0 };
+	struct vm_error err = { 0 };
+	uint8_t *want, *got;
+	struct disk *d;
+	uint8_t a = 0xa1, z[512] = { 0 };
+	int fd;
+
+	REQUIRE(make_base(base) == 0);
+	layer_path(l1, "export-1");
+	layer_path(l2, "export-2");
+	layer_path(out, "export.raw");
+	CHECK_OK(disk_layer_create(l1, base, &err), err.msg);
+	CHECK_OK(disk_open(l1, 0, &d, &err), err.msg);
+	REQUIRE(d);
+	CHECK_OK(disk_write(d, 70000, &a, 1, &err), err.msg);
+	CHECK_OK(disk_freeze_and_stack(d, l2, &err), err.msg);
+	CHECK_OK(disk_write(d, 3 * 65536, z, sizeof(z), &err), err.msg);	/* a cluster of zeros from here on */
+	for (int i = 0; i < 128; i++)
+		CHECK_OK(disk_write(d, 3 * 65536 + (uint64_t)i * 512, z, sizeof(z), &err), err.msg);
+	CHECK_OK(disk_flush(d, &err), err.msg);
+	want = malloc(BASE_SIZE);
+	got = calloc(1, BASE_SIZE);
+	REQUIRE(want && got);
+	CHECK_OK(disk_read(d, 0, want, BASE_SIZE, &err), err.msg);
+	disk_close(d);
+	CHECK_OK(disk_export(l2, out, &st, &err), err.msg);
+	CHECK(st.size == BASE_SIZE);
+	CHECK(st.bytes == BASE_SIZE - 65536);	/* the zeroed cluster is a hole */
+	fd = open(out, O_RDONLY);
+	REQUIRE(fd >= 0);
+	CHECK(read(fd, got, BASE_SIZE) == (ssize_t)BASE_SIZE);
+	close(fd);
+	CHECK(memcmp(want, got, BASE_SIZE) == 0);
+	CHECK_EQ_INT(got[70000], 0xa1);
+	/* An existing output is refused, and nothing is left of a failed export. */
+	CHECK(disk_export(l2, out, NULL, &err) < 0);
+	CHECK_STR_CONTAINS(err.msg, "cannot create");
+	layer_path(out, "export-missing.raw");
+	CHECK(disk_export("/nonexistent/layer", out, NULL, &err) < 0);
+	CHECK(access(out, F_OK) != 0);
+	free(want);
+	free(got);
 }
 
 TEST(disk_unflushed_write_is_lost_cleanly_after_a_crash)

@@ -665,3 +665,74 @@ out:
 	disk_close(d);
 	return ret;
 }
+
+/* Whether the cluster at `off` of the base holds data (a hole reads as zeros and needs no copy). */
+static int base_has_data(int fd, uint64_t off)
+{
+	off_t at = lseek(fd, (off_t)off, SEEK_DATA);
+
+	if (at < 0)
+		return errno != ENXIO;	/* ENXIO: no data from here on; any other error: read it to be sure */
+	return (uint64_t)at < off + DISK_CLUSTER_SIZE;
+}
+
+int disk_export(const char *path, const char *out, struct disk_export_stats *st, struct vm_error *err)
+{
+	struct disk_layer *l;
+	uint8_t *buf = NULL;
+	struct disk *d;
+	uint64_t written = 0;
+	int fd = -1, ret;
+
+	ret = disk_open(path, 1, &d, err);
+	if (ret < 0)
+		return ret;
+	buf = malloc(DISK_CLUSTER_SIZE);
+	if (!buf) {
+		ret = vm_error_set(err, ENOMEM, "out of memory to export %s", path);
+		goto out;
+	}
+	fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ret = vm_error_set(err, errno, "cannot create %s: %s", out, strerror(errno));
+		goto out;
+	}
+	if (ftruncate(fd, (off_t)d->size) < 0)
+		ret = -errno;
+	for (uint64_t off = 0; !ret && off < d->size; off += DISK_CLUSTER_SIZE) {
+		uint64_t len = d->size - off < DISK_CLUSTER_SIZE ? d->size - off : DISK_CLUSTER_SIZE;
+		uint64_t c = off / DISK_CLUSTER_SIZE;
+		int fd_from;
+		uint64_t from;
+
+		for (l = d->top; l && !l->map[c]; l = l->below)
+			;
+		if (l) {
+			fd_from = l->fd;
+			from = l->map[c];
+		} else {
+			if (!base_has_data(d->base_fd, off))
+				continue;
+			fd_from = d->base_fd;
+			from = off;
+		}
+		ret = file_pread_all(fd_from, buf, len, from);
+		if (!ret && !all_zero(buf, len)) {
+			ret = file_pwrite_all(fd, buf, len, off);
+			written += len;
+		}
+	}
+	if (ret < 0) {
+		ret = vm_error_set(err, -ret, "cannot export %s to %s: %s", path, out, strerror(-ret));
+		unlink(out);
+		goto out;
+	}
+	if (st)
+		*st = (struct disk_export_stats){ .size = d->size, .bytes = written };
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	disk_close(d);
+	return ret;
+}

@@ -76,6 +76,17 @@ struct disk_flatten_stats {
 	uint64_t bytes;			/* cluster data written */
 };
 int disk_flatten(const char *path, struct disk_flatten_stats *st, struct vm_error *err);
+/*
+ * Writes the disk as the chain at `path` reads it into a new raw file `out` (which must not exist), sparse: clusters
+ * no layer has and the base holds as a hole, or that read as zeros, are left as holes. For a reader of the guest's
+ * file system that must see one flat image (docs/diff.md); `path` may be a frozen layer, a stopped VM's top or a
+ * raw image. The file is removed again on failure.
+ */
+struct disk_export_stats {
+	uint64_t size;		/* bytes of the disk */
+	uint64_t bytes;		/* bytes of data written (the rest are holes) */
+};
+int disk_export(const char *path, const char *out, struct disk_export_stats *st, struct vm_error *err);
 /* The path and id of the layer at the top of the chain (the base's path and zero id when there is no layer). */
 const char *disk_top_path(const struct disk *d);
 void disk_top_id(const struct disk *d, uint8_t id[DISK_ID_SIZE]);

@@ -20,6 +20,7 @@ import type {
   VmNetwork,
 } from '../../src/api/schema.js';
 import type { InspectMachineResponse, PackMachineResponse } from '../../src/api/machine-schema.js';
+import type { DiffResponse } from '../../src/api/diff-schema.js';
 import { copyIn, copyOut, type CopyResult } from './copy.js';
 import { connectEngine, type ConnectOptions } from './engine-connection.js';
 
@@ -148,6 +149,14 @@ export class Smol {
 
   labelSnapshot(ref: string, labels: LabelsChange): Promise<Snapshot> {
     return this.api.call('updateSnapshot', { params: { snapshot: ref }, body: { labels } });
+  }
+
+  /**
+   * What changed between two snapshots of an episode (docs/diff.md): per disk the files added, removed and changed
+   * (text diffs under a size cap), and the console output between them.
+   */
+  diff(from: string, to: string): Promise<DiffResponse> {
+    return this.api.call('diff', { query: { from, to } });
   }
 
   /** Deletes a snapshot; its memory layer stays while a later snapshot or a live VM needs it. */

@@ -146,6 +146,13 @@ function fakeEngine() {
       ...{ disks: [], console: true, smolfile: { name: 'count.smolfile', text: 'memory = 16\n' } },
       cpu: { vendor: 'GenuineIntel', model: 'x', features: 90, missing: [] },
     }),
+    diff: async (query) => ({
+      from: { id: query.from, name: 'one', vm: VM },
+      to: { id: query.to, name: 'two', vm: VM },
+      disks: [],
+      console: { text: 'between\r\n', note: null },
+      timings: { exportMs: 0, readMs: 0 },
+    }),
     gc: async () => ({ removed: [], freedBytes: 0 }),
     images: {
       list: () => [],
@@ -268,7 +275,9 @@ describe('API transport', () => {
           ? '?force=true'
           : route.query?.shape.port
             ? '?port=4242'
-            : '';
+            : route.query?.shape.from
+              ? '?from=one&to=two'
+              : '';
       const body = await client.request(route.method, url + query, bodies[route.operation]);
       if (route.response) expect(() => route.response!.parse(body), `${route.method} ${url}`).not.toThrow();
       else expect(body, `${route.method} ${url}`).toBeUndefined();

@@ -1,5 +1,6 @@
 // What the engine offers its transports (HTTP and WebSocket now, Electron IPC later): every call the API has, with
 // the schema's types. The server maps routes onto these; the engine implements them. Errors are ApiFailure.
+import type { DiffQuery, DiffResponse } from './diff-schema.js';
 import type {
   CheckpointRequest,
   CreateEpisodeRequest,
@@ -151,6 +152,8 @@ export interface EngineApi {
   writeFile(vmRef: string, path: string, data: AsyncIterable<Uint8Array>, mode?: number): Promise<{ bytes: number }>;
   listSnapshots(episodeRef: string): Snapshot[];
   getSnapshot(ref: string): Snapshot;
+  /** Two snapshots of an episode compared: disks and console (docs/diff.md). */
+  diff(query: DiffQuery): Promise<DiffResponse>;
   updateSnapshot(ref: string, request: UpdateSnapshotRequest): Promise<Snapshot>;
   deleteSnapshot(ref: string): Promise<void>;
   /** A VM or snapshot packed into a .smolmachine file (docs/smolmachine.md). */

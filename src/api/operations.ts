@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import * as s from './schema.js';
 import * as m from './machine-schema.js';
+import * as d from './diff-schema.js';
 import { API_PREFIX } from './schema.js';
 
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -335,6 +336,15 @@ export const OPERATIONS = {
     status: 201,
     request: m.OpenMachineRequest,
     response: s.CreateEpisodeResponse,
+  }),
+  diff: operation({
+    method: 'GET',
+    path: `${API_PREFIX}/diff`,
+    summary:
+      'What changed between two snapshots of an episode: files added, removed and changed on each disk (with text ' +
+      'diffs under a size cap) and the console output between them (smol diff; docs/diff.md)',
+    query: d.DiffQuery,
+    response: d.DiffResponse,
   }),
   gc: operation({
     method: 'POST',

@@ -86,6 +86,7 @@ const HANDLERS: Handlers = {
   packMachine: (api, _p, body) => api.packMachine(body),
   openMachine: (api, _p, body) => api.openMachine(body),
   inspectMachine: (api, _p, body) => api.inspectMachine(body),
+  diff: (api, _p, _b, query) => api.diff(query),
   gc: (api) => api.gc(),
   listen: (api, _p, body) => api.listen(body),
   unlisten: (api, _p, _b, query) => api.unlisten(query.port),

@@ -66,6 +66,10 @@ const COMMANDS: Record<string, { summary: string; run: () => Promise<Run> }> = {
     summary: 'move a VM to a snapshot (where it was is saved first)',
     run: async () => (await import('./episode-commands.js')).runRestore,
   },
+  diff: {
+    summary: 'what changed between two snapshots: files on each disk, text diffs, console output',
+    run: async () => (await import('./diff-command.js')).runDiff,
+  },
   label: {
     summary: 'set or remove labels on a VM or snapshot (reward=0.83 task=fix-1234, key- removes)',
     run: async () => (await import('./label-command.js')).runLabel,

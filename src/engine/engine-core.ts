@@ -66,7 +66,8 @@ export interface EngineOptions {
   launchVmHost?: VmHostLauncher;
 }
 
-const KIND_STEMS: Record<SnapshotKind, string> = {
+/** The words a snapshot's fresh name and its console marker start with (the diff finds its marker by them). */
+export const KIND_STEMS: Record<SnapshotKind, string> = {
   base: 'base',
   manual: 'checkpoint',
   auto: 'auto',

@@ -42,7 +42,9 @@ import type {
 import { formatProblem, loadSmolfile, parseSmolfile, type Smolfile } from '../smolfile/smolfile.js';
 import { planBoot, prepareImage } from './boot-plan.js';
 import { episodeWorkload, withWorkload } from './exec-workload.js';
-import { EngineCore, type EngineOptions } from './engine-core.js';
+import { EngineCore, KIND_STEMS, type EngineOptions } from './engine-core.js';
+import { diffPoints, readRecording } from './episode-diff.js';
+import type { DiffQuery, DiffResponse } from '../api/diff-schema.js';
 import { METRICS_INTERVAL_MS } from './metrics.js';
 import { EpisodeRecord, LIVE_STATES, freshName, type VmRecord } from './episode-registry.js';
 import { changedLabels } from './labels.js';
@@ -169,6 +171,29 @@ export class Engine extends EngineCore implements EngineApi {
 
   getSnapshot(ref: string): Snapshot {
     return this.store.resolve(ref);
+  }
+
+  /** What changed between two snapshots of an episode: each disk's files and the console between (docs/diff.md). */
+  async diff(query: DiffQuery): Promise<DiffResponse> {
+    const [from, to] = [this.store.resolve(query.from), this.store.resolve(query.to)];
+    const episodeId = from.episode ?? to.episode;
+    const episode = episodeId ? this.episodes.get(episodeId) : undefined;
+    if (!episode || (from.episode && to.episode && from.episode !== to.episode)) {
+      throw new ApiFailure(400, `${query.from} and ${query.to} are not snapshots of one episode`);
+    }
+    const point = async (snapshot: Snapshot) => ({
+      snapshot,
+      marker: `${KIND_STEMS[snapshot.kind]} ${snapshot.name}`,
+      disks: await this.store.diskTops(snapshot.id),
+    });
+    const context = {
+      home: this.options.home,
+      exportDisk: async (layer: string, out: string) =>
+        void (await this.host(episode).call('exportDisk', { path: layer, out })),
+      recording: (vm: string) => this.hubs.get(vm)?.recordingText() ?? readRecording(this.options.home, vm),
+      env: process.env,
+    };
+    return diffPoints(context, await point(from), await point(to));
   }
 
   logs(vmRef: string, tailLines?: number): Logs {

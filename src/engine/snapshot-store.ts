@@ -6,7 +6,7 @@ import { mkdir, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ApiFailure } from '../api/engine-api.js';
 import { SnapshotId, UpdateSnapshotRequest, type Snapshot, type SnapshotKind } from '../api/schema.js';
-import { DISKS_DIR, IMAGES_DIR, layersBelow, newLayerName } from './disk-layers.js';
+import { DISKS_DIR, IMAGES_DIR, layersBelow, newLayerName, readLayerHeader } from './disk-layers.js';
 import type { DiskDevice } from './live-instance.js';
 import { EpisodeRecords } from './episode-records.js';
 import { changedLabels } from './labels.js';
@@ -325,6 +325,23 @@ export class SnapshotStore {
     const manifest = this.#entries.get(id)?.manifest;
     if (!manifest?.diskLayers?.length) return [];
     return manifest.diskDevices ?? ['virtio-blk'];
+  }
+
+  /**
+   * Each writable disk's frozen layer at the snapshot, by device (the root disk's first): of the layers it owns,
+   * those no other of them sits on, in the order diskLayers lists them (docs/diff.md).
+   */
+  async diskTops(id: string): Promise<Array<{ device: DiskDevice; layer: string }>> {
+    const names = this.#entries.get(id)?.manifest.diskLayers ?? [];
+    const below = new Set<string>();
+    for (const name of names) {
+      const header = await readLayerHeader(path.join(this.#disks, name));
+      if (header && path.dirname(header.below) === this.#disks) below.add(path.basename(header.below));
+    }
+    const tops = names.filter((name) => !below.has(name));
+    return this.diskDevices(id).flatMap((device, i) =>
+      tops[i] ? [{ device, layer: path.join(this.#disks, tops[i]) }] : [],
+    );
   }
 
   /** The read-only volume images the snapshot's VM used (paths in SMOL_HOME/images). */

@@ -185,6 +185,7 @@ const service: VmHostService = {
     consoleCredit.taken(bytes);
   },
   flatten: ({ path }) => loadNative().flattenDiskLayer(path),
+  exportDisk: ({ path, out }) => loadNative().exportDisk(path, out),
   checkpoint: ({ vm, dir, resources }, progress) => checkpoint(vm, dir, resources, progress),
   async fork({ vm, resources, children }) {
     // Children with disks write new layers from their first instruction: refused below the reserve (disk-space.ts).

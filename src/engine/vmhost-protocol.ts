@@ -33,6 +33,8 @@ export interface VmHostService {
   consoleTaken(args: { bytes: number }): Promise<void>;
   /** Flattens a frozen disk layer (docs/disks.md, "Flattening"); no VM involved. */
   flatten(args: { path: string }): Promise<{ depthBefore: number; depthAfter: number; bytes: number }>;
+  /** Writes the disk the chain at `path` reads as a sparse raw file `out` for a diff's reader (docs/diff.md). */
+  exportDisk(args: { path: string; out: string }): Promise<{ size: number; bytes: number }>;
   /** `resources['virtio-blk']`: the layer a VM with a disk writes to after the checkpoint froze the one it wrote. */
   checkpoint(
     args: { vm: string; dir: string; resources: DeviceResources },
@@ -67,6 +69,7 @@ export const HOST_OPS = [
   'write',
   'consoleTaken',
   'flatten',
+  'exportDisk',
   'checkpoint',
   'fork',
 ] as const satisfies readonly HostOp[];

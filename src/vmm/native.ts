@@ -276,6 +276,11 @@ export interface NativeBinding {
    */
   flattenDiskLayer(path: string): Promise<{ depthBefore: number; depthAfter: number; bytes: number }>;
   /**
+   * The disk as the chain at `path` reads it, written to `out` (which must not exist) as a sparse raw image: what a
+   * file-system reader is given for a diff (docs/diff.md). `bytes` is the data written, the rest holes.
+   */
+  exportDisk(path: string, out: string): Promise<{ size: number; bytes: number }>;
+  /**
    * The snapshot directory opened and checked as a restore opens it (its state's checksum, its memory layer's header,
    * and its parents'), without reading guest memory; rejects with the VMM's message and code.
    */
