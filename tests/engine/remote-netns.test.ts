@@ -145,7 +145,7 @@ describe.skipIf(!asRoot)(`two engines in two network namespaces${why}`, () => {
 
     // Python (stdlib + the SDK's own h11/wsproto): both engines, the same pins file (TOFU already done above).
     const script = `
-import json, sys, smol_studio
+import asyncio, json, sys, smol_studio
 out = []
 for url, fp in zip(sys.argv[1::2], sys.argv[2::2]):
     smol = smol_studio.connect(url=url, fingerprint=fp)
@@ -155,6 +155,15 @@ try:
     smol_studio.connect(url=sys.argv[1], fingerprint=sys.argv[4])
 except smol_studio.CertificateChanged as error:
     out.append(str(error))
+async def asynchronous():
+    async with smol_studio.connect_async(url=sys.argv[3]) as smol:
+        names = [vm.name for vm in await smol.vms()]
+    try:
+        await smol_studio.connect_async(url=sys.argv[3], fingerprint=sys.argv[2])
+    except smol_studio.CertificateChanged:
+        names.append("refused")
+    return names
+out.append(asyncio.run(asynchronous()))
 print(json.dumps(out))
 `;
     const args = nodes.flatMap((node) => [node.url!.toString(), node.fingerprint!]);
@@ -165,11 +174,13 @@ print(json.dumps(out))
       timeout: 60_000,
     });
     expect(python.stderr).toBe('');
-    const [first, second, refused] = JSON.parse(python.stdout) as [
+    const [first, second, refused, asynchronous] = JSON.parse(python.stdout) as [
       { vms: string[]; snapshots: number },
       { vms: string[]; snapshots: number },
       string,
+      string[],
     ];
+    expect(asynchronous).toEqual(['on-node-2', 'refused']); // connect_async: pinned, then a wrong fingerprint
     expect(first.vms).toEqual(['on-node-1']);
     expect(second.vms).toEqual(['on-node-2']);
     expect(first.snapshots).toBeGreaterThanOrEqual(1);

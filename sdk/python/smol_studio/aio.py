@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import posixpath
-import ssl
 import time
 from typing import (
     Any,
@@ -35,6 +34,7 @@ from . import _calls as calls
 from . import _copy as copying
 from ._calls import Call
 from ._engine import EngineLauncher, no_engine, smol_home, socket_path
+from ._pins import check_pin, insecure_context
 from ._copy import CopyResult
 from ._errors import BadRequest, EngineUnavailable, NotFound, SmolError, StreamClosed, WaitTimeout
 from ._protocol import (
@@ -104,9 +104,17 @@ async def open_stream(target: Target, timeout: Optional[float]) -> Stream:
         if target.socket_path is not None:
             opening = asyncio.open_unix_connection(target.socket_path, limit=RECV_SIZE)
         else:
-            context = ssl.create_default_context() if target.tls else None
+            context = insecure_context() if target.tls else None
             opening = asyncio.open_connection(target.host, target.port, ssl=context, limit=RECV_SIZE)
-        return await asyncio.wait_for(opening, timeout)
+        reader, writer = await asyncio.wait_for(opening, timeout)
+        if target.tls:
+            # The pin is the check (_pins.py): before a byte of the request, so before the token, is written.
+            try:
+                check_pin(writer.get_extra_info("ssl_object"), target.describe(), target.fingerprint, target.pins)
+            except BaseException:
+                _close(writer)
+                raise
+        return reader, writer
     except (OSError, asyncio.TimeoutError) as error:
         raise EngineUnavailable(f"cannot reach the engine at {target.describe()}: {error or 'timed out'}") from error
 
@@ -908,6 +916,8 @@ def connect_async(
     *,
     url: Optional[str] = None,
     token: Optional[str] = None,
+    fingerprint: Optional[str] = None,
+    pins: "Optional[Union[str, os.PathLike[str]]]" = None,
     start: bool = True,
     timeout: float = 60.0,
     request_timeout: Optional[float] = None,
@@ -917,7 +927,8 @@ def connect_async(
 
     async def factory() -> AsyncSmol:
         if url is not None:
-            client = AsyncSmol(AsyncTransport(Target.url(url, token), request_timeout))
+            where = None if pins is None else os.fspath(pins)
+            client = AsyncSmol(AsyncTransport(Target.url(url, token, fingerprint, where), request_timeout))
             await client.health()
             return client
         where = smol_home(home)
