@@ -58,12 +58,15 @@ describe('diff of two disks', () => {
     writeFileSync(path.join(tree, 'big.txt'), 'x'.repeat(100_000));
     writeFileSync(path.join(tree, 'mode.sh'), 'echo\n');
     symlinkSync('notes.txt', path.join(tree, 'link'));
+    symlinkSync('x'.repeat(80), path.join(tree, 'gone-link')); // a slow symlink: its target in a data block
     const before = image(tree);
 
     writeFileSync(path.join(tree, 'notes.txt'), 'one\nTWO\nthree\nfour\n');
     unlinkSync(path.join(tree, 'gone.txt'));
     mkdirSync(path.join(tree, 'new'));
     writeFileSync(path.join(tree, 'new', 'file.txt'), 'hello\n');
+    symlinkSync('file.txt', path.join(tree, 'new', 'link'));
+    unlinkSync(path.join(tree, 'gone-link'));
     writeFileSync(path.join(tree, 'etc', 'hostname'), 'after!\n'); // the same size: found by its times
     writeFileSync(path.join(tree, 'blob.bin'), Buffer.from([0, 9, 2, 3]));
     // mke2fs -d copies whole seconds only (a guest's ext4 keeps nanoseconds): make the new times another second.
@@ -82,17 +85,21 @@ describe('diff of two disks', () => {
       '/big.txt',
       '/blob.bin',
       '/etc/hostname',
+      '/gone-link',
       '/gone.txt',
       '/link',
       '/mode.sh',
       '/new',
       '/new/file.txt',
+      '/new/link',
       '/notes.txt',
     ]);
-    expect(diff).toMatchObject({ added: 2, removed: 1, changed: 6, truncated: false, problems: [] });
+    expect(diff).toMatchObject({ added: 3, removed: 2, changed: 6, truncated: false, problems: [] });
     expect(by['/gone.txt']).toMatchObject({ change: 'removed', before: { type: 'file', size: 4 }, after: null });
     expect(by['/new']).toMatchObject({ change: 'added', after: { type: 'dir' } });
     expect(by['/new/file.txt']).toMatchObject({ change: 'added', after: { type: 'file', size: 6, mode: '0644' } });
+    expect(by['/new/link']).toMatchObject({ change: 'added', after: { type: 'symlink', target: 'file.txt' } });
+    expect(by['/gone-link']).toMatchObject({ change: 'removed', before: { type: 'symlink', target: 'x'.repeat(80) } });
     expect(by['/notes.txt']!.fields).toEqual(['size']);
     expect(by['/notes.txt']!.diff).toBe(
       '--- a/notes.txt\n+++ b/notes.txt\n@@ -1,3 +1,4 @@\n one\n-two\n+TWO\n three\n+four\n',

@@ -101,6 +101,7 @@ export async function diffDisks(
       changes.push({ path: `/${p}`, change: 'added', before: null, after: meta(after), fields: [] });
   }
   await lookCloser(a, b, work, reader.limits, closer, changes);
+  await onlyOneSideTargets(a, b, work, reader.limits, changes, left.entries, right.entries);
   changes.sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : 0));
   await textDiffs(a, b, work, reader.limits, caps, changes, left.entries, right.entries);
   const count = (kind: FileChange['change']) => changes.filter((c) => c.change === kind).length;
@@ -181,6 +182,34 @@ async function lookCloser(
     } else if (fields.length) {
       changes.push({ path, change: 'changed', before: meta(x, targets?.[0]), after: meta(y, targets?.[1]), fields });
     }
+  }
+}
+
+/** The targets of symlinks added or removed (a link on both sides got its target in lookCloser). */
+async function onlyOneSideTargets(
+  a: string,
+  b: string,
+  work: string,
+  limits: SandboxLimits,
+  changes: FileChange[],
+  left: Map<string, DiskEntry>,
+  right: Map<string, DiskEntry>,
+): Promise<void> {
+  for (const [image, side, entries, tag] of [
+    [a, 'before', left, 'one-a'],
+    [b, 'after', right, 'one-b'],
+  ] as const) {
+    const links = changes.filter((c) => c.change !== 'changed' && c[side]?.type === 'symlink');
+    const inodes = links.map((c) => entries.get(c.path.slice(1))!.ino);
+    if (inodes.length === 0) continue;
+    const details = await statInodes(image, work, inodes, limits);
+    const slow = inodes.filter((ino) => details.get(ino)?.fastTarget === undefined);
+    const dumped = await dumpInodes(image, work, tag, slow, SYMLINK_TARGET_BYTES, limits);
+    const slowTargets = new Map(slow.map((ino, i) => [ino, dumped[i]?.toString('utf8')]));
+    links.forEach((change, i) => {
+      const target = details.get(inodes[i]!)?.fastTarget ?? slowTargets.get(inodes[i]!);
+      if (target !== undefined) change[side] = { ...change[side]!, target };
+    });
   }
 }
 
