@@ -21,7 +21,7 @@ const input = {
   episode: { id: EP, name: 'demo-1', created: at(0), base: null },
   vms: [
     vm('vm-a', 'demo-1', 1),
-    vm('vm-b', 'demo-1-1', 5, { parentVm: 'vm-a', exit: { reason: 'crashed', message: 'triple fault' } }),
+    vm('vm-b', 'demo-1-1', 5, { parentVm: 'vm-a', exit: { reason: 'crashed', code: null, message: 'triple fault' } }),
   ],
   snapshots: [
     snap('sn-1', 'first', 'manual', 3, 'vm-a', null),
