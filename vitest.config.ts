@@ -17,6 +17,8 @@ export default defineConfig({
             'src/**/*.test.ts',
             'sdk/**/*.test.ts',
             'scripts/**/*.test.ts',
+            // The Kubernetes set-up, checked offline (docs/kubernetes.md).
+            'deploy/**/*.test.ts',
             // OCI image pulls and conversions on this host (docs/images.md): no VM, a loopback registry at most.
             'tests/images/**/*.test.ts',
             'renderer/**/*.test.{ts,tsx}',
