@@ -29,24 +29,35 @@ export interface BurstBenchResult extends BenchResult {
   perRun: BurstRun[];
 }
 
-function usage(pid: number) {
+/** A process's open fds and RSS (MiB, one decimal), from /proc. */
+export function processUsage(pid: number) {
   const rss = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? '0';
   return { fds: readdirSync(`/proc/${pid}/fd`).length, rss_mib: Math.round(Number(rss) / 102.4) / 10 };
 }
 
-/** The vmhost of `home`'s episode `episode`, found through its environment (SMOL_VMHOST). */
-function vmhostPid(home: string, episode: string): number {
+/**
+ * The vmhost of `home`'s episode `episode`, found through its environment (SMOL_VMHOST): the process whose parent
+ * matches too, when it runs under its jail launcher (which has the same command line and environment).
+ */
+export function vmhostPid(home: string, episode: string): number {
+  const matches = new Map<number, number>(); // pid -> parent pid
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const env = readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0');
       const main = readFileSync(`/proc/${entry}/cmdline`, 'latin1').includes('vmhost-main');
-      if (main && env.includes(`SMOL_HOME=${home}`) && env.includes(`SMOL_VMHOST=${episode}`)) return Number(entry);
+      if (main && env.includes(`SMOL_HOME=${home}`) && env.includes(`SMOL_VMHOST=${episode}`)) {
+        const stat = readFileSync(`/proc/${entry}/stat`, 'latin1');
+        matches.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+      }
     } catch {
       // gone, or not ours
     }
   }
-  throw new Error(`no vmhost for episode ${episode} of ${home}`);
+  const pids = [...matches.keys()];
+  const pid = pids.find((p) => matches.has(matches.get(p)!)) ?? (pids.length === 1 ? pids[0] : undefined);
+  if (pid === undefined) throw new Error(`no vmhost for episode ${episode} of ${home}`);
+  return pid;
 }
 
 export async function benchBurst(options: BurstBenchOptions): Promise<BurstBenchResult> {
@@ -85,8 +96,8 @@ export async function benchBurst(options: BurstBenchOptions): Promise<BurstBench
           total_ms: Math.round(total),
           child_p50_ms: Math.round(quantile(times, 0.5)),
           child_p99_ms: Math.round(quantile(times, 0.99)),
-          engine: usage(enginePid),
-          vmhost: usage(hostPid),
+          engine: processUsage(enginePid),
+          vmhost: processUsage(hostPid),
         };
         perRun.push(r);
         totals.push(total);

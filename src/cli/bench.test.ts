@@ -32,7 +32,7 @@ describe('smol bench arguments', () => {
 
   it('names the benchmarks it knows when given another', () => {
     expect(() => parseBenchArgs(['forks'])).toThrow(
-      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, console, disk, net, sdk, image, pack, burst)',
+      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, console, disk, net, sdk, image, pack, burst, soak)',
     );
   });
 

@@ -10,6 +10,7 @@ import { benchNet, formatNetBenchResult, type NetBenchResult } from '../bench/ne
 import { benchImage, benchImageBoot, formatImageBenchResult, formatImageBootResult } from '../bench/image.js';
 import { benchPack, formatPackBenchResult } from '../bench/pack.js';
 import { benchBurst, formatBurstBenchResult } from '../bench/burst.js';
+import { benchSoak, formatSoakBenchResult } from '../bench/soak.js';
 import { formatTraceBreakdown } from '../bench/trace.js';
 import { benchReset } from '../bench/reset.js';
 import { benchRestoreLinux } from '../bench/restore-linux.js';
@@ -42,6 +43,7 @@ export const BENCHMARKS = [
   'image',
   'pack',
   'burst',
+  'soak',
 ] as const;
 const SNAPSHOT_BENCHMARKS = ['snapshot', 'restore', 'fork', 'fanout'] as const;
 /** Guest RAM sizes the snapshot benchmarks measure unless --memory names one. */
@@ -69,6 +71,7 @@ export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--ke
        smol bench image [--json] [--runs N]
        smol bench pack [--json] [--runs N] [--memory MiB]
        smol bench burst [--json] [--runs N] [--count N]
+       smol bench soak [--json] [--minutes N] [--restore-every N]
 
 Benchmarks:
   vm-create   create → first serial byte of a printing tiny guest, and a create+kill cycle
@@ -129,6 +132,12 @@ Benchmarks:
               echo guest (16 MiB) in one request: the time until all run, each child's time to its
               running event (p50, p99), and the engine's and vmhost's fds and RSS after removing them.
               3 runs by default
+  soak        through a real engine for --minutes (default 30, 1 to 1440): the dirty guest checkpointing
+              itself every second (keep 10) while it rewrites 4 MiB of its memory each second; every 5 s
+              the data dir's disk usage, snapshots, longest layer chain, engine and vmhost RSS and fds;
+              every 100th (--restore-every N) checkpoint forked and the child checked to run. Prints
+              each series' min, max and slope; exits 1 when one grew without bound (docs/survival.md)
+              or a restore failed
 
 Options:
   --runs N        measured runs per metric, 1 to 10000 (default 20 for vm-create, snapshot, restore
@@ -191,7 +200,8 @@ export type BenchArgs =
   | { name: 'sdk'; json: boolean; runs: number; smolfile: string; forks: number }
   | { name: 'image'; json: boolean; runs: number; boot: boolean }
   | { name: 'pack'; json: boolean; runs: number; memoryMiB: number[] }
-  | { name: 'burst'; json: boolean; runs: number; count: number };
+  | { name: 'burst'; json: boolean; runs: number; count: number }
+  | { name: 'soak'; json: boolean; minutes: number; restoreEvery: number };
 
 const FLAGS = {
   json: { type: 'boolean', default: false },
@@ -207,6 +217,8 @@ const FLAGS = {
   qemu: { type: 'string' },
   forks: { type: 'string' },
   count: { type: 'string' },
+  minutes: { type: 'string' },
+  'restore-every': { type: 'string' },
   file: { type: 'string', short: 'f' },
   episodes: { type: 'string' },
   snapshots: { type: 'string' },
@@ -305,6 +317,23 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
       json: flags.json,
       runs: parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 100, default: 3 }),
       count: parseIntegerFlag('bench', '--count', flags.count, { min: 1, max: 1024, default: 256 }),
+    };
+  }
+  if (name === 'soak') {
+    const misplaced = Object.keys(flags).find(
+      (flag) => !['json', 'minutes', 'restore-every', 'linux', 'help'].includes(flag),
+    );
+    if (misplaced || flags.linux)
+      throw new UsageError('bench', `--${misplaced ?? 'linux'} is not an option of the soak benchmark`);
+    return {
+      name,
+      json: flags.json,
+      minutes: parseIntegerFlag('bench', '--minutes', flags.minutes, { min: 1, max: 1440, default: 30 }),
+      restoreEvery: parseIntegerFlag('bench', '--restore-every', flags['restore-every'], {
+        min: 1,
+        max: 100_000,
+        default: 100,
+      }),
     };
   }
   if (name === 'pack') {
@@ -469,6 +498,17 @@ export async function runBench(argv: string[]): Promise<number> {
     const result = await benchBurst({ runs: args.runs, count: args.count, progress });
     process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatBurstBenchResult(result));
     return 0;
+  }
+  if (args.name === 'soak') {
+    const progress = (line: string) => process.stderr.write(`bench soak: ${line}\n`);
+    const result = await benchSoak({
+      minutes: args.minutes,
+      sampleSeconds: 5,
+      restoreEvery: args.restoreEvery,
+      progress,
+    });
+    process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatSoakBenchResult(result));
+    return result.ok ? 0 : 1;
   }
   if (args.name === 'pack') {
     const progress = (line: string) => process.stderr.write(`bench pack: ${line}\n`);
