@@ -2,6 +2,7 @@
 // (docs/remote.md, "Connecting"), kept in its engines file (client-config.ts, mode 0600) with the certificate
 // fingerprints pinned on first use. Any command then reaches one with `smol --engine NAME …` or SMOL_ENGINE=NAME.
 import { ClientConfig, pinKey } from '../api/client-config.js';
+import { normalFingerprint } from '../api/pinned-tls.js';
 import { connectEngine } from '../../sdk/typescript/engine-connection.js';
 import { EXIT, JSON_FLAG, age, helpOr, parseCommand, printJson, printTable } from './engine-cli.js';
 import { CommandError } from './errors.js';
@@ -46,11 +47,18 @@ export async function runRemoteEngines(argv: string[]): Promise<number> {
     if (!token) throw new CommandError('engine add: no token (--token T, or ?token= in the URL)', EXIT.usage);
     parsed.search = '';
     const base = parsed.origin;
-    if (flags.fingerprint) config.forget(pinKey(base));
-    const client = await connectEngine({ engine: base, token, fingerprint: flags.fingerprint, pins: config });
+    let fingerprint: string | undefined;
+    try {
+      fingerprint = flags.fingerprint === undefined ? undefined : normalFingerprint(flags.fingerprint);
+    } catch (error) {
+      throw new CommandError(`engine add: --fingerprint ${(error as Error).message}`, EXIT.usage);
+    }
+    if (fingerprint) config.forget(pinKey(base));
+    const client = await connectEngine({ engine: base, token, fingerprint, pins: config });
     const health = await client.call('health');
     client.close();
-    if (flags.fingerprint) config.set(pinKey(base), config.get(pinKey(base))?.fingerprint ?? flags.fingerprint);
+    // Kept as the certificate spells it (AB:CD:…), however it was typed, so later pin checks compare like with like.
+    if (fingerprint) config.set(pinKey(base), config.get(pinKey(base))?.fingerprint ?? fingerprint);
     config.addEngine(name!, base, token);
     const pin = config.get(pinKey(base));
     process.stdout.write(`engine ${name}: ${base}, engine ${health.version} serving ${health.home}\n`);

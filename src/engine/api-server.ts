@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Readable, type Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import type { TLSSocket } from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { z } from 'zod';
 import { ApiFailure, type EngineApi } from '../api/engine-api.js';
@@ -273,7 +274,10 @@ function serveUi(root: string, caller: Caller, url: URL, req: http.IncomingMessa
     if (error instanceof StaticFailure) throw new HttpError(error.status, error.message);
     throw error;
   }
-  const cookie = `${tokenCookie(req)}=${caller.token}; Path=/; HttpOnly; SameSite=Strict`;
+  // Secure on an HTTPS listener: a browser sends a cookie to its host on any scheme and port, so without it a page
+  // lured to http://the-same-host/ would hand the token over in clear text.
+  const secure = (req.socket as TLSSocket).encrypted === true ? '; Secure' : '';
+  const cookie = `${tokenCookie(req)}=${caller.token}; Path=/; HttpOnly; SameSite=Strict${secure}`;
   sendStatic(req, res, found, caller.token && url.searchParams.has('token') ? { 'set-cookie': cookie } : {});
 }
 

@@ -4,6 +4,7 @@
 // token (and its open stream) each refused with a clear message; TLS required beyond the loopback.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import https from 'node:https';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -98,6 +99,25 @@ describe('remote engines', () => {
     const added = await home.smol(['engine', 'add', 'here', first.url.toString()]);
     expect(added.stderr).toBe('');
     expect(added.stdout).toContain(`certificate SHA-256 fingerprint ${first.fingerprint} (pinned)`);
+    // A fingerprint typed as `sha256:` and lower case without colons is kept as the certificate spells it.
+    const typed = `sha256:${first.fingerprint!.replace(/:/g, '').toLowerCase()}`;
+    const addedTyped = await home.smol(['engine', 'add', 'typed', first.url.toString(), '--fingerprint', typed]);
+    expect(addedTyped.status, addedTyped.stderr).toBe(0);
+    expect((await home.smol(['--engine', 'typed', 'ls'])).status).toBe(0);
+    const badPin = await home.smol(['engine', 'add', 'bad', first.url.toString(), '--fingerprint', 'abc']);
+    expect(badPin.status).toBe(2);
+    expect(badPin.stderr).toContain('--fingerprint abc is not a SHA-256 fingerprint');
+
+    // The web page's token cookie is Secure on HTTPS, so a browser never sends it over plain HTTP.
+    const page = await new Promise<string[]>((resolve, reject) =>
+      https
+        .get(`${base(first.url)}/?token=${token}`, { rejectUnauthorized: false }, (res) => {
+          res.resume();
+          resolve(res.headers['set-cookie'] ?? []);
+        })
+        .on('error', reject),
+    );
+    expect(page.join('\n')).toMatch(/HttpOnly; SameSite=Strict; Secure/);
 
     // A fingerprint given that is not the certificate's is refused before anything is sent.
     const zeros = Array(32).fill('00').join(':');
