@@ -10,14 +10,15 @@ import { CommandError } from './errors.js';
 export const REMOTE_ENGINE_HELP = `Usage: smol engine add NAME URL [--token T] [--fingerprint SHA256]
        smol engine ls [--json]
        smol engine rm NAME
-       smol engine trust NAME|HOST:PORT
+       smol engine trust NAME|HOST:PORT [--fingerprint SHA256]
 
 add names a remote engine (a URL that smol serve printed there; its ?token= is the token unless --token
 gives one) and connects once: a TLS engine's certificate fingerprint is pinned then (trust on first use,
 as SSH does), or --fingerprint says which one to accept. From then on smol --engine NAME COMMAND (or
 SMOL_ENGINE=NAME) runs COMMAND against it, and a changed certificate is refused naming both fingerprints.
-trust replaces a pin with the certificate the engine presents now: run it only after checking the new
-fingerprint on the engine's host. The file is $SMOL_CLIENT_CONFIG, else ~/.config/smol-studio/engines.json.
+trust replaces a pin with the certificate the engine presents now (sending no token): give the new
+fingerprint, checked on the engine's host, as --fingerprint so that only that one is accepted.
+The file is $SMOL_CLIENT_CONFIG, else ~/.config/smol-studio/engines.json.
 `;
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -73,24 +74,35 @@ export async function runRemoteEngines(argv: string[]): Promise<number> {
   if (action === 'trust') {
     const added = config.engines[name!];
     const where = added ? pinKey(added.url) : name!;
+    let wanted: string | undefined;
+    try {
+      wanted = flags.fingerprint === undefined ? undefined : normalFingerprint(flags.fingerprint);
+    } catch (error) {
+      throw new CommandError(`engine trust: --fingerprint ${(error as Error).message}`, EXIT.usage);
+    }
     const before = config.get(where);
     config.forget(where);
-    const target = added ? name! : `https://${where}`;
+    // Learning the certificate needs only the handshake: no token of the user's goes to a certificate not yet checked
+    // (a placeholder is sent, and its 401 is expected).
     try {
-      const client = await connectEngine({
-        engine: target,
-        token: added ? undefined : (flags.token ?? '-'),
-        pins: config,
-      });
+      const client = await connectEngine({ engine: added ? added.url : `https://${where}`, token: '-', pins: config });
       client.close();
     } catch (error) {
-      // A wrong or missing token after the handshake still pinned the certificate: trust needs only that.
       if (!config.get(where)) {
         if (before) config.set(where, before.fingerprint);
         throw new CommandError(`engine trust: ${(error as Error).message}`);
       }
     }
     const now = config.get(where)!;
+    if (wanted && now.fingerprint !== wanted) {
+      if (before) config.set(where, before.fingerprint);
+      else config.forget(where);
+      throw new CommandError(
+        `engine trust: ${where} presented a certificate with SHA-256 fingerprint ${now.fingerprint}, not the ` +
+          `${wanted} given: refused, the pin stays as it was (someone may be in between)`,
+        EXIT.failed,
+      );
+    }
     process.stdout.write(
       `${where}: now trusting SHA-256 ${now.fingerprint}${before ? ` (was ${before.fingerprint})` : ''}\n`,
     );

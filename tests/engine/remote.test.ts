@@ -162,7 +162,12 @@ describe('remote engines', () => {
     expect(cli.stderr).toContain('smol engine trust here');
 
     // Re-trusted on purpose, the engine answers again.
-    const trusted = await home.smol(['engine', 'trust', 'here']);
+    // Trusting with a fingerprint that is not what the engine presents changes nothing.
+    const notIt = await home.smol(['engine', 'trust', 'here', '--fingerprint', first.fingerprint!]);
+    expect(notIt.status).toBe(1);
+    expect(notIt.stderr).toContain(`fingerprint ${second.fingerprint}, not the ${first.fingerprint} given: refused`);
+    expect(ClientConfig.load(enginesFile).get(first.url.host)?.fingerprint).toBe(first.fingerprint);
+    const trusted = await home.smol(['engine', 'trust', 'here', '--fingerprint', second.fingerprint!]);
     expect(trusted.stdout).toContain(`now trusting SHA-256 ${second.fingerprint} (was ${first.fingerprint})`);
     expect((await home.smol(['--engine', 'here', 'ls'])).status).toBe(0);
   }, 180_000);
