@@ -71,7 +71,8 @@ class Target:
         return [("Authorization", f"Bearer {self.token}")] if self.token else []
 
     def describe(self) -> str:
-        return self.socket_path if self.socket_path is not None else f"{self.host}:{self.port}"
+        """The socket's path, or ``host:port`` as pins are keyed (an IPv6 host in brackets, as the CLI keys it)."""
+        return self.socket_path if self.socket_path is not None else self.host_header
 
 
 def quote(segment: str) -> str:

@@ -52,3 +52,11 @@ def test_the_package_imports_on_this_interpreter() -> None:
 
     assert sys.version_info >= (3, 9)
     assert smol_studio.connect and smol_studio.connect_async and smol_studio.AsyncSmol
+
+
+def test_pins_are_keyed_as_the_cli_keys_them_ipv6_in_brackets() -> None:
+    from smol_studio._protocol import Target
+
+    assert Target.url("https://[::1]:7443/?token=t").describe() == "[::1]:7443"
+    assert Target.url("https://10.0.0.2:7443/?token=t").describe() == "10.0.0.2:7443"
+    assert Target.url("https://node-a/?token=t").describe() == "node-a:443"
