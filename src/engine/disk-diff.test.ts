@@ -5,6 +5,11 @@ import { execFileSync } from 'node:child_process';
 import {
   chmodSync,
   chownSync,
+  lstatSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  statSync,
   linkSync,
   mkdirSync,
   mkdtempSync,
@@ -22,8 +27,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { diffDisks, type DiffCaps } from './disk-diff.js';
-import { DiskReadError, listDisk, type ReaderOptions } from './disk-reader.js';
-import { DEFAULT_LIMITS } from './reader-sandbox.js';
+import { DiskReadError, dumpInodes, listDisk, type ReaderOptions } from './disk-reader.js';
+import { DEFAULT_LIMITS, freshOutputDir, runSandboxed } from './reader-sandbox.js';
 
 vi.setConfig({ testTimeout: 120_000 });
 
@@ -200,5 +205,68 @@ describe('hostile disks', () => {
     const error = await listDisk(file, scratch(), reader).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(DiskReadError);
     expect((error as Error).message).toMatch(/magic|super-?block|open/i);
+  });
+});
+
+describe("the engine's directories and the reader's", () => {
+  const plain = path.join(root, 'plain-2');
+  mkdirSync(path.join(plain, 'dir'), { recursive: true });
+  writeFileSync(path.join(plain, 'dir', 'file'), 'data\n');
+
+  it('links a reader could have left in the scratch directory are never followed: refused, their targets untouched', async () => {
+    const work = scratch();
+    mkdirSync(work, { mode: 0o700 });
+    const victim = path.join(root, `victim-${n++}`);
+    mkdirSync(victim, { mode: 0o700 });
+    writeFileSync(path.join(victim, 'file'), 'keep\n');
+    symlinkSync(path.join(victim, 'file'), path.join(work, 'commands'));
+    symlinkSync(victim, path.join(work, 'links-a'));
+    const disk = image(plain);
+    // The commands go into a new directory made for the run, not through work/commands.
+    const listed = await listDisk(disk, work, reader);
+    expect(listed.entries.get('dir/file')).toMatchObject({ type: 'file', size: 5 });
+    const ino = listed.entries.get('dir/file')!.ino;
+    await expect(freshOutputDir(work, 'links-a')).rejects.toMatchObject({ code: 'EEXIST' });
+    await expect(dumpInodes(disk, work, 'links-a', [ino], 4096, reader.limits)).rejects.toMatchObject({
+      code: 'EEXIST',
+    });
+    expect(statSync(victim).mode & 0o7777).toBe(0o700);
+    expect(readFileSync(path.join(victim, 'file'), 'utf8')).toBe('keep\n');
+    expect(readdirSync(work).sort()).toEqual(['commands', 'links-a']); // each run's own directories are gone
+    // A name not used before: a new directory, dumped into as /out.
+    expect(await dumpInodes(disk, work, 'fresh', [ino], 4096, reader.limits)).toEqual([Buffer.from('data\n')]);
+  });
+
+  it('a hostile reader cannot write its commands or see the engine directory; its output directory is its own', async () => {
+    const work = scratch();
+    mkdirSync(work, { mode: 0o700 });
+    const input = path.join(work, 'in');
+    mkdirSync(input, { mode: 0o755 });
+    chmodSync(input, 0o755);
+    writeFileSync(path.join(input, 'commands'), 'ls\n');
+    const out = await freshOutputDir(work, 'out');
+    const script = [
+      '(echo evil > /in/commands) 2>/dev/null && echo WROTE',
+      '(echo evil > /in/new) 2>/dev/null && echo MADE',
+      'ln -s /in/commands /out/0',
+      'ls -a /',
+    ].join('; ');
+    const result = await runSandboxed({
+      argv: ['/bin/sh', '-c', script],
+      mounts: [
+        { host: input, at: '/in' },
+        { host: out, at: '/out', writable: true },
+      ],
+      scratch: work,
+      limits: reader.limits,
+    });
+    expect(result.code).toBe(0);
+    const shown = result.stdout.toString('utf8').split('\n').filter(Boolean);
+    expect(shown.sort()).toEqual(['.', '..', 'bin', 'in', 'lib', 'lib64', 'out', 'sbin', 'usr']);
+    expect(readFileSync(path.join(input, 'commands'), 'utf8')).toBe('ls\n');
+    expect(readdirSync(input)).toEqual(['commands']);
+    expect(lstatSync(path.join(out, '0')).isSymbolicLink()).toBe(true); // left there, read only with O_NOFOLLOW
+    expect(readlinkSync(path.join(out, '0'))).toBe('/in/commands');
+    expect(readdirSync(work).sort()).toEqual(['in', 'out']);
   });
 });

@@ -3,6 +3,7 @@
 // diffutils' diff in the same sandbox. An entry counts as changed when its type, mode, owner, size or symlink target
 // differ, or its modification or change time does (rsync's quick check is size and mtime; ctime is added because a
 // guest can set mtime back but not ctime).
+import path from 'node:path';
 import { runSandboxed, type SandboxLimits } from './reader-sandbox.js';
 import { dumpInodes, listDisk, statInodes, type DiskEntry, type EntryType, type ReaderOptions } from './disk-reader.js';
 
@@ -66,7 +67,10 @@ function meta(entry: DiskEntry, target?: string): EntryMeta {
   };
 }
 
-/** The diff from image `a` to image `b`; `work` is an empty scratch directory of the engine's (0700 above it). */
+/**
+ * The diff from image `a` to image `b`; `work` is a scratch directory of the engine's (0700 above it, made if
+ * missing), never shown to the reader: each run gets new directories made in it (disk-reader.ts).
+ */
 export async function diffDisks(
   a: string,
   b: string,
@@ -174,13 +178,19 @@ async function lookCloser(
     } else if (!dx || !dy || dx.mtime !== dy.mtime || dx.ctime !== dy.ctime) {
       fields.push(x.size === y.size ? 'content' : 'times');
     }
-    const path = `/${x.path}`;
-    const known = byPath.get(path);
+    const where = `/${x.path}`;
+    const known = byPath.get(where);
     if (known) {
       if (targets) Object.assign(known, { before: meta(x, targets[0]), after: meta(y, targets[1]) });
       for (const field of fields) if (field !== 'times' || !known.fields.includes('size')) known.fields.push(field);
     } else if (fields.length) {
-      changes.push({ path, change: 'changed', before: meta(x, targets?.[0]), after: meta(y, targets?.[1]), fields });
+      changes.push({
+        path: where,
+        change: 'changed',
+        before: meta(x, targets?.[0]),
+        after: meta(y, targets?.[1]),
+        fields,
+      });
     }
   }
 }
@@ -251,7 +261,16 @@ async function textDiffs(
     caps.textBytes,
     limits,
   );
-  const result = await runSandboxed({ argv: ['/usr/bin/diff', '-u', '-r', '/work/a', '/work/b'], work, limits });
+  // The two dump directories (the engine's, made for those runs), shown read-only: this run writes nothing.
+  const result = await runSandboxed({
+    argv: ['/usr/bin/diff', '-u', '-r', '/work/a', '/work/b'],
+    mounts: [
+      { host: path.join(work, 'a'), at: '/work/a' },
+      { host: path.join(work, 'b'), at: '/work/b' },
+    ],
+    scratch: work,
+    limits,
+  });
   if (result.code !== 0 && result.code !== 1) {
     for (const change of wanted) change.diffNote = `diff failed${result.killed ? ` (${result.killed} cap)` : ''}`;
     return;

@@ -4,9 +4,9 @@
 // <inode>` for each directory at it, so no guest name is ever put on a command line), `stat` gives the times and
 // fast symlink targets of the entries a diff must look closer at, and `dump` copies the few files a text diff needs.
 import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
-import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { runSandboxed, type SandboxLimits, type SandboxResult } from './reader-sandbox.js';
+import { freshOutputDir, runSandboxed, type SandboxLimits, type SandboxResult } from './reader-sandbox.js';
 
 export type EntryType = 'file' | 'dir' | 'symlink' | 'fifo' | 'socket' | 'char' | 'block' | 'unknown';
 
@@ -57,11 +57,35 @@ const LS_ENTRY = /^\/(\d+)\/([0-7]{1,7})\/(\d+)\/(\d+)\/([\s\S]*)\/(\d*)\/$/;
 /** An ls -p line is at most a 255-byte name and six numbers. */
 const LS_LINE_BYTES = 320;
 
-/** A debugfs run of `commands` over `image`, its output split per command (in the order given). */
-async function debugfs(image: string, work: string, commands: string[], limits: SandboxLimits): Promise<string[]> {
-  await mkdir(work, { recursive: true });
-  await writeFile(path.join(work, 'commands'), commands.join('\n') + '\n');
-  const result = await runSandboxed({ argv: [DEBUGFS, '-c', '-f', '/work/commands', '/disk'], image, work, limits });
+/**
+ * A debugfs run of `commands` over `image`, its output split per command (in the order given). `work` is the
+ * engine's own scratch directory, never shown to the reader: the commands file is written, before the sandbox
+ * starts, into a new directory made in it for this run and shown read-only at /in; `out`, when given, is a
+ * directory made by freshOutputDir for this run, shown writable at /out.
+ */
+async function debugfs(
+  image: string,
+  work: string,
+  commands: string[],
+  limits: SandboxLimits,
+  out?: string,
+): Promise<string[]> {
+  await mkdir(work, { recursive: true, mode: 0o700 });
+  const input = await mkdtemp(path.join(work, 'in-'));
+  let result: SandboxResult;
+  try {
+    await chmod(input, 0o755); // nobody reads the commands; the directory above is the engine's alone
+    await writeFile(path.join(input, 'commands'), commands.join('\n') + '\n', { flag: 'wx', mode: 0o644 });
+    result = await runSandboxed({
+      argv: [DEBUGFS, '-c', '-f', '/in/commands', '/disk'],
+      image,
+      mounts: [{ host: input, at: '/in' }, ...(out ? [{ host: out, at: '/out', writable: true }] : [])],
+      scratch: work,
+      limits,
+    });
+  } finally {
+    await rm(input, { recursive: true, force: true }); // read-only to the reader: only what the engine wrote
+  }
   failed(result, 'debugfs');
   const text = result.stdout.toString('utf8');
   // debugfs echoes each command as "debugfs: CMD" before its output; the next one expected ends this one's.
@@ -218,8 +242,9 @@ export async function statInodes(
 }
 
 /**
- * Copies these inodes' contents into `dir` (a scratch directory of the sandbox, as /work/<name>) as files named by
- * their index; answers each one's bytes (null where debugfs wrote nothing or more than `capBytes`).
+ * Copies these inodes' contents into `<work>/<name>` (made new for this run by freshOutputDir, /out in the sandbox;
+ * the name must not have been used in `work` before) as files named by their index; answers each one's bytes (null
+ * where debugfs wrote nothing, something not a regular file, or more than `capBytes`).
  */
 export async function dumpInodes(
   image: string,
@@ -230,14 +255,17 @@ export async function dumpInodes(
   limits: SandboxLimits,
 ): Promise<Array<Buffer | null>> {
   if (inodes.length === 0) return [];
-  await mkdir(path.join(work, name), { recursive: true });
-  await chmod(path.join(work, name), 0o777); // the reader writes here as nobody
-  const commands = inodes.map((ino, i) => `dump <${ino}> /work/${name}/${i}`);
-  await debugfs(image, work, commands, { ...limits, fileBytes: capBytes + 1 });
-  return inodes.map((_, i) => readWritten(path.join(work, name, String(i)), capBytes));
+  await mkdir(work, { recursive: true, mode: 0o700 });
+  const out = await freshOutputDir(work, name);
+  const commands = inodes.map((ino, i) => `dump <${ino}> /out/${i}`);
+  await debugfs(image, work, commands, { ...limits, fileBytes: capBytes + 1 }, out);
+  return inodes.map((_, i) => readWritten(path.join(out, String(i)), capBytes));
 }
 
-/** A file the reader wrote, if it is a regular file of at most capBytes (never followed through a link it made). */
+/**
+ * A file the reader wrote, if it is a regular file of at most capBytes: never followed through a link it made (its
+ * directory is the engine's, which the reader cannot replace; the file itself is opened with O_NOFOLLOW).
+ */
 function readWritten(file: string, capBytes: number): Buffer | null {
   let fd: number;
   try {
