@@ -347,6 +347,8 @@ interface Upgrade {
 
 /** The open WebSockets of each named token, closed when it is revoked. */
 type StreamsByToken = Map<string, Set<WebSocket>>;
+/** The streams key of the serve token (SMOL_HOME/serve-token), a name no named token can have. */
+const SERVE_TOKEN = '(serve-token)';
 
 function upgrade(
   api: EngineApi,
@@ -360,8 +362,9 @@ function upgrade(
   const accept = (then: (ws: WebSocket) => void) =>
     wss.handleUpgrade(req, socket, head, (ws) => {
       ws.on('error', () => ws.terminate()); // a protocol error: the close that follows cleans up
-      if (caller.name !== null) {
-        const name = caller.name;
+      // Kept by token, so that revoking a named token or rotating the serve token closes what it opened.
+      const name = caller.name ?? (caller.token !== null ? SERVE_TOKEN : null);
+      if (name !== null) {
         const open = byToken.get(name) ?? new Set();
         byToken.set(name, open.add(ws));
         ws.on('close', () => open.delete(ws));
@@ -521,6 +524,8 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   };
   const setTcpToken = (token: string) => {
     for (const gate of gates.values()) gate.token = token;
+    for (const ws of byToken.get(SERVE_TOKEN) ?? []) ws.close(1008, 'the serve token was rotated');
+    byToken.delete(SERVE_TOKEN);
   };
   const server: ApiServer = { addTcp, closeTcp, setTcpToken, close: () => (closing ??= close()) };
   if (tcp) {

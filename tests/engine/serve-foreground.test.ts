@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
 import { EngineHome, eventually, root, sleep } from './engine-home.js';
 
 interface Served {
@@ -101,7 +102,17 @@ describe('serving in the foreground', () => {
   it('a token replaced with smol serve --rotate-token opens nothing, on listeners already open too', async () => {
     home = new EngineHome();
     const first = await start(home, [path.join(root, 'bin', 'smol.js'), 'serve']);
+    // A stream opened with the old token is closed by the rotation, not left running.
+    const events = new URL(first.url);
+    events.protocol = 'ws:';
+    events.pathname = '/api/v1/events';
+    const stream = new WebSocket(events);
+    await new Promise((resolve, reject) => stream.once('open', resolve).once('error', reject));
+    const closed = new Promise<[number, string]>((resolve) =>
+      stream.once('close', (code, reason) => resolve([code, reason.toString()])),
+    );
     const second = await start(home, [path.join(root, 'bin', 'smol.js'), 'serve', '--rotate-token']);
+    expect(await closed).toEqual([1008, 'the serve token was rotated']);
     const token = second.url.searchParams.get('token')!;
     expect(token).not.toBe(first.url.searchParams.get('token'));
     // The first serve's port was this data dir's: taken, so the second says it took another.
