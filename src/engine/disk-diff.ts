@@ -175,7 +175,7 @@ async function lookCloser(
     if (x.type === 'symlink') {
       targets = [dx?.fastTarget ?? slowTargets.get(x), dy?.fastTarget ?? slowTargets.get(y)];
       if (targets[0] !== targets[1]) fields.push('target');
-    } else if (!dx || !dy || dx.mtime !== dy.mtime || dx.ctime !== dy.ctime) {
+    } else if (!dx || !dy || dx.mtime !== dy.mtime || (dx.ctime !== dy.ctime && !metadataMoved(x, y))) {
       fields.push(x.size === y.size ? 'content' : 'times');
     }
     const where = `/${x.path}`;
@@ -294,4 +294,9 @@ async function textDiffs(
     lines[1] = `+++ b${change.path}`;
     change.diff = lines.join('\n');
   });
+}
+
+/** A chmod or chown moves an inode's change time by itself: then ctime says nothing of its content. */
+function metadataMoved(x: DiskEntry, y: DiskEntry): boolean {
+  return x.mode !== y.mode || x.uid !== y.uid || x.gid !== y.gid;
 }
