@@ -69,6 +69,9 @@ export interface EventHandlers {
   onClose?(why: string): void;
 }
 
+/** Exec stdin the client lets the socket hold before it waits for it to be written out. */
+const STDIN_AHEAD = 1 << 20;
+
 const toBuffer = (data: RawData) =>
   Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
 
@@ -211,10 +214,14 @@ export class ApiClient {
     const stream = this.#ending(ws, (why) => {
       if (!ended) settle.reject(new ApiClientError(0, why.replace(/^refused \(\d+\): /, '')));
     });
+    // Stdin is sent as fast as the socket takes it and no faster: past STDIN_AHEAD not yet written out, the pump
+    // waits for the socket (the engine stops reading while the command is behind), so a 50 MiB tar into a slow
+    // guest is neither held in memory here nor cut off there.
     const pumpStdin = async (source: AsyncIterable<Uint8Array>) => {
       for await (const chunk of source) {
         if (ws.readyState !== WebSocket.OPEN) return;
-        ws.send(chunk, { binary: true });
+        if (ws.bufferedAmount < STDIN_AHEAD) ws.send(chunk, { binary: true });
+        else await new Promise<void>((resolve) => ws.send(chunk, { binary: true }, () => resolve()));
       }
       if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'eof' }));
     };

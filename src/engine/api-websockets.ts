@@ -13,6 +13,13 @@ const MAX_EVENT_BACKLOG = 64 << 20;
 /** An exec client this far behind on output, or this far ahead with stdin, is cut off (its command gets SIGHUP). */
 const MAX_EXEC_BACKLOG = 64 << 20;
 const MAX_EXEC_STDIN_QUEUED = 16 << 20;
+/**
+ * Stdin's flow control: with this much queued for a command that reads slower than the client sends (a tar unpacking
+ * into a slow guest), the socket stops being read, so TCP holds the client back; below the low mark it is read
+ * again. What was already read when it paused still arrives, which the cut-off above leaves room for.
+ */
+const EXEC_STDIN_PAUSE = 4 << 20;
+const EXEC_STDIN_RESUME = 1 << 20;
 
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
@@ -82,6 +89,9 @@ class InputQueue implements AsyncIterable<Uint8Array> {
   /** Bytes pushed and not yet taken. */
   queued = 0;
 
+  /** `taken` is told the bytes still queued each time the command takes a chunk. */
+  constructor(private readonly taken: (queued: number) => void = () => undefined) {}
+
   push(chunk: Uint8Array): void {
     if (this.#ended) return;
     this.#chunks.push(chunk);
@@ -99,6 +109,7 @@ class InputQueue implements AsyncIterable<Uint8Array> {
       const chunk = this.#chunks.shift();
       if (chunk) {
         this.queued -= chunk.length;
+        this.taken(this.queued);
         yield chunk;
       } else if (this.#ended) return;
       else await new Promise<void>((resolve) => (this.#wake = resolve));
@@ -123,7 +134,13 @@ export function streamExec(api: EngineApi, vmRef: string, ws: WebSocket): void {
     sendJson({ type: 'error', message });
     ws.close(1000);
   };
-  const stdin = new InputQueue();
+  let paused = false;
+  const stdin = new InputQueue((queued) => {
+    if (paused && queued < EXEC_STDIN_RESUME) {
+      paused = false;
+      ws.resume();
+    }
+  });
   let process: GuestProcess | null = null;
   let requested = false;
   let wantsInput = false;
@@ -178,6 +195,10 @@ export function streamExec(api: EngineApi, vmRef: string, ws: WebSocket): void {
       if (!wantsInput) return sendJson({ type: 'error', message: 'stdin was not asked for ("stdin": true)' });
       stdin.push(toBuffer(data));
       if (stdin.queued > MAX_EXEC_STDIN_QUEUED) cutOff('too much stdin ahead of the command');
+      else if (!paused && stdin.queued > EXEC_STDIN_PAUSE) {
+        paused = true;
+        ws.pause();
+      }
       return;
     }
     let control;
