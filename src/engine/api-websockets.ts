@@ -185,6 +185,12 @@ export function streamExec(api: EngineApi, vmRef: string, ws: WebSocket): void {
           return started.exit;
         })
         .then((exit) => {
+          // Stdin the command left unread is dropped from here, and the socket is read again for the close.
+          stdin.end();
+          if (paused) {
+            paused = false;
+            ws.resume();
+          }
           sendJson({ type: 'exit', ...exit });
           ws.close(1000);
         })

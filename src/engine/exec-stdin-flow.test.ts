@@ -77,4 +77,16 @@ describe('exec stdin through the API', () => {
     expect({ exit, stderr }).toEqual({ exit: { exitCode: 0, signal: null, timedOut: false }, stderr: '' });
     expect(stdout.trim()).toBe(String(48 << 20));
   }, 120_000);
+
+  it('ends cleanly when the command exits with most of its stdin unread', async () => {
+    const api = new ApiClient({ socketPath: path.join(dir, 'api.sock') });
+    let stdout = '';
+    const stream = api.exec(
+      'vm',
+      { argv: ['sh', '-c', 'sleep 1; head -c 10'] },
+      { onStdout: (chunk) => (stdout += chunk.toString()), onStderr: () => undefined, stdin: input(48) },
+    );
+    expect(await stream.exit).toEqual({ exitCode: 0, signal: null, timedOut: false });
+    expect(stdout).toBe('smol-flow ');
+  }, 120_000);
 });
