@@ -4,11 +4,13 @@ becomes a typed result. Both clients run these through their transport; neither 
 from __future__ import annotations
 
 import math
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, TypeVar, Union
 
 from ._protocol import API_PREFIX, HttpRequest, HttpResponse, quote
 from ._types import (
+    Diff,
     Episode,
     ForkResult,
     GcResult,
@@ -75,17 +77,23 @@ def up(smolfile: str, name: Optional[str]) -> Call[Up]:
     return _call("POST", "/episodes", Up.from_json, _drop_none(smolfile=smolfile, name=name))
 
 
-def up_from(machine_file: str, name: Optional[str]) -> Call[Up]:
-    return _call("POST", "/machines", Up.from_json, _drop_none(path=machine_file, name=name))
+def up_from(machine_file: str, name: Optional[str], request_id: Optional[str] = None) -> Call[Up]:
+    body = _drop_none(path=machine_file, name=name, requestId=request_id)
+    return _call("POST", "/machines", Up.from_json, body)
 
 
 def inspect(machine_file: str) -> Call[Inspected]:
     return _call("POST", "/machines/inspect", Inspected.from_json, {"path": machine_file})
 
 
-def pack(source: Ref, machine_file: str) -> Call[Packed]:
-    body = {"source": ref_of(source, "source"), "path": machine_file}
+def pack(source: Ref, machine_file: str, request_id: Optional[str] = None) -> Call[Packed]:
+    body = _drop_none(source=ref_of(source, "source"), path=machine_file, requestId=request_id)
     return _call("POST", "/machines/pack", Packed.from_json, body)
+
+
+def new_request_id() -> str:
+    """A ``requestId`` for a pack or open whose progress the caller follows (the CLI's are ``cli-<uuid>``)."""
+    return f"py-{uuid.uuid4().hex}"
 
 
 def episodes() -> Call[List[Episode]]:
@@ -140,6 +148,11 @@ def labels_change(labels: Mapping[str, Optional[LabelValue]]) -> Dict[str, Optio
     return change
 
 
+def diff(from_ref: Ref, to_ref: Ref) -> Call[Diff]:
+    query = f"?from={quote(ref_of(from_ref, 'from_ref'))}&to={quote(ref_of(to_ref, 'to_ref'))}"
+    return _call("GET", f"/diff{query}", Diff.from_json)
+
+
 def delete_snapshot(ref: Ref) -> Call[None]:
     return _void("DELETE", f"/snapshots/{quote(ref_of(ref, 'snapshot'))}")
 
@@ -149,12 +162,16 @@ def checkpoint(vm_ref: Ref, name: Optional[str], note: Optional[str]) -> Call[Sn
     return _call("POST", f"/vms/{quote(ref_of(vm_ref, 'vm'))}/checkpoint", Snapshot.from_json, body)
 
 
-def fork(ref: Ref, n: int) -> Call[ForkResult]:
-    """From a VM (it keeps running) or a snapshot: a Snapshot object, or a string that starts with ``sn-``,
-    forks the snapshot, as the TypeScript SDK decides."""
+def fork(ref: Ref, n: int, from_: Optional[str] = None) -> Call[ForkResult]:
+    """From a VM (it keeps running) or a snapshot: ``from_`` ("vm" or "snapshot") says which; without it a Snapshot
+    object, or a string that starts with ``sn-``, forks the snapshot, as the TypeScript SDK decides."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"n: expected an int (the engine takes 1 to 1024), got {n!r}")
-    base = "snapshots" if isinstance(ref, Snapshot) or (isinstance(ref, str) and ref.startswith("sn-")) else "vms"
+    if from_ is None:
+        from_ = "snapshot" if isinstance(ref, Snapshot) or (isinstance(ref, str) and ref.startswith("sn-")) else "vm"
+    if from_ not in ("vm", "snapshot"):
+        raise ValueError(f"from_: expected 'vm' or 'snapshot', got {from_!r}")
+    base = "snapshots" if from_ == "snapshot" else "vms"
     return _call("POST", f"/{base}/{quote(ref_of(ref))}/fork", ForkResult.from_json, {"count": n})
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
 import urllib.parse
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto import events as ws_events
 
 from ._errors import SmolError, StreamClosed, api_error, error_from_body
-from ._types import ExecResult
+from ._types import ExecResult, Progress, event_from_json
 
 API_PREFIX = "/api/v1"
 USER_AGENT = "smol-studio-python/0.1"
@@ -268,7 +269,14 @@ class WsClosed:
     reason: str
 
 
-WsEvent = Union[WsOpened, WsMessage, WsClosed]
+@dataclass(frozen=True)
+class WsPong:
+    """The answer to this side's ``ping``: the engine sent it after everything it had sent before the ping came."""
+
+    payload: bytes
+
+
+WsEvent = Union[WsOpened, WsMessage, WsClosed, WsPong]
 
 
 class WsSession:
@@ -286,6 +294,7 @@ class WsSession:
         self._bytes: List[bytes] = []
         self._reject_status: Optional[int] = None
         self._reject_body = bytearray()
+        self._pings: List[bytes] = []
         self.open = False
         self.closed = False
 
@@ -302,6 +311,13 @@ class WsSession:
 
     def send_bytes(self, data: bytes) -> bytes:
         return self._ws.send(ws_events.BytesMessage(data=data)) if self.open and not self.closed else b""
+
+    def ping(self, payload: bytes) -> bytes:
+        """A ping; its pong comes back from ``feed`` as ``WsPong(payload)`` (others' pongs are dropped)."""
+        if not self.open or self.closed:
+            return b""
+        self._pings.append(payload)
+        return self._ws.send(ws_events.Ping(payload=payload))
 
     def close(self, reason: str = "") -> bytes:
         """Starts the closing handshake (or nothing when it is over or never began)."""
@@ -350,6 +366,11 @@ class WsSession:
                     self._bytes.clear()
             elif isinstance(event, ws_events.Ping):
                 self._out += self._ws.send(event.response())
+            elif isinstance(event, ws_events.Pong):
+                payload = bytes(event.payload)
+                if payload in self._pings:
+                    self._pings.remove(payload)
+                    out.append(WsPong(payload))
             elif isinstance(event, ws_events.CloseConnection):
                 if not self.closed:
                     self.closed = True
@@ -369,6 +390,27 @@ class WsSession:
 
 
 # ---- the three streams ----
+
+
+class ProgressFollower:
+    """One request's ``Progress`` events on an event stream, up to the pong of the ping (``mark``) its client sends
+    once the request has answered: the engine sends that pong after every event it sent before the ping came, so the
+    last progress is in by then. ``take`` gives each message's progress of ``request_id`` (None for the others) and
+    sets ``done`` at the pong or the stream's end."""
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        self.mark = os.urandom(8)
+        self.done = False
+
+    def take(self, message: WsEvent) -> Optional[Progress]:
+        if isinstance(message, WsClosed) or (isinstance(message, WsPong) and message.payload == self.mark):
+            self.done = True
+            return None
+        if not isinstance(message, WsMessage) or message.text is None:
+            return None
+        event = event_from_json(json.loads(message.text))
+        return event if isinstance(event, Progress) and event.request == self.request_id else None
 
 
 def exec_request(

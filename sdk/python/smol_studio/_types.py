@@ -364,6 +364,135 @@ class Inspected:
 
 
 @dataclass(frozen=True)
+class EntryMeta:
+    """A file's metadata at one point of a diff: ``type`` (file, dir, symlink, fifo, socket, char, block, unknown),
+    ``mode`` in octal with setuid, setgid and sticky (``"0644"``, ``"4755"``), owner, size, a symlink's ``target``."""
+
+    type: str
+    mode: str
+    uid: int
+    gid: int
+    size: int
+    target: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, j: Optional[Json]) -> "Optional[EntryMeta]":
+        if j is None:
+            return None
+        return cls(type=j["type"], mode=j["mode"], uid=j["uid"], gid=j["gid"], size=j["size"], target=j.get("target"))
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One path a diff found: ``change`` is added, removed or changed; ``before``/``after`` its metadata at each
+    point (None where it did not exist); ``fields`` what differs for a change (type, mode, owner, size, target,
+    content, times); ``diff`` a unified diff of a changed text file under the size cap, else ``diff_note`` says why
+    there is none (``"binary"``, ``"over 65536 bytes"``)."""
+
+    path: str
+    change: str
+    before: Optional[EntryMeta]
+    after: Optional[EntryMeta]
+    fields: List[str]
+    diff: Optional[str] = None
+    diff_note: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, j: Json) -> "FileChange":
+        return cls(
+            path=j["path"],
+            change=j["change"],
+            before=EntryMeta.from_json(j.get("before")),
+            after=EntryMeta.from_json(j.get("after")),
+            fields=list(j.get("fields", [])),
+            diff=j.get("diff"),
+            diff_note=j.get("diffNote"),
+        )
+
+
+@dataclass(frozen=True)
+class DiskDiff:
+    """One writable disk's changes (``device``: ``virtio-blk`` the root disk, ``virtio-blk-N`` volume N). ``error``
+    says why the disk could not be read (None when it was); ``truncated``: more changes than the answer holds;
+    ``problems``: what the reader could not read (a corrupt directory, a loop)."""
+
+    device: str
+    error: Optional[str]
+    added: int
+    removed: int
+    changed: int
+    files: List[FileChange]
+    truncated: bool
+    problems: List[str]
+
+    @classmethod
+    def from_json(cls, j: Json) -> "DiskDiff":
+        return cls(
+            device=j["device"],
+            error=j.get("error"),
+            added=j["added"],
+            removed=j["removed"],
+            changed=j["changed"],
+            files=[FileChange.from_json(f) for f in j["files"]],
+            truncated=j["truncated"],
+            problems=list(j["problems"]),
+        )
+
+
+@dataclass(frozen=True)
+class DiffPoint:
+    """One end of a diff: the snapshot's id and name, and the VM it was taken on."""
+
+    id: str
+    name: str
+    vm: Optional[str]
+
+    @classmethod
+    def from_json(cls, j: Json) -> "DiffPoint":
+        return cls(id=j["id"], name=j["name"], vm=j.get("vm"))
+
+
+@dataclass(frozen=True)
+class DiffConsole:
+    """The console output recorded between the two points (ANSI sequences kept); ``text`` is None when there is none
+    to give, and ``note`` says why it is None or cut (two points on different VMs' recordings)."""
+
+    text: Optional[str]
+    note: Optional[str]
+
+
+@dataclass(frozen=True)
+class DiffTimings:
+    """Milliseconds the engine spent exporting the disks, and reading and comparing them."""
+
+    export_ms: float
+    read_ms: float
+
+
+@dataclass(frozen=True)
+class Diff:
+    """What ``diff`` found between two snapshots of an episode (docs/diff.md): each writable disk's changes, the
+    console output between the two points, and the engine's timings. ``from_`` is the earlier point (``from`` is
+    Python's keyword)."""
+
+    from_: DiffPoint
+    to: DiffPoint
+    disks: List[DiskDiff]
+    console: DiffConsole
+    timings: DiffTimings
+
+    @classmethod
+    def from_json(cls, j: Json) -> "Diff":
+        return cls(
+            from_=DiffPoint.from_json(j["from"]),
+            to=DiffPoint.from_json(j["to"]),
+            disks=[DiskDiff.from_json(d) for d in j["disks"]],
+            console=DiffConsole(text=j["console"].get("text"), note=j["console"].get("note")),
+            timings=DiffTimings(export_ms=float(j["timings"]["exportMs"]), read_ms=float(j["timings"]["readMs"])),
+        )
+
+
+@dataclass(frozen=True)
 class ForkResult:
     """The new VMs, and the fork point (a snapshot of kind ``fork``) for a fork of a VM."""
 
@@ -646,10 +775,14 @@ class SnapshotDeleted(Event):
 
 @dataclass(frozen=True)
 class Progress(Event):
+    """Work under way: ``operation`` (pack, open, image, ...) has ``done`` of ``total``; ``request`` is the
+    ``request_id`` the call that started it named (``pack``, ``up_from``), so a client tells its own apart."""
+
     operation: str = ""
     vm: Optional[str] = None
     done: float = 0
     total: float = 0
+    request: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -699,7 +832,9 @@ def event_from_json(j: Dict[str, Any]) -> Event:
     if t == "snapshot.deleted":
         return SnapshotDeleted(t, j, id=j["id"], episode=j.get("episode"))
     if t == "progress":
-        return Progress(t, j, operation=j["operation"], vm=j.get("vm"), done=j["done"], total=j["total"])
+        return Progress(
+            t, j, operation=j["operation"], vm=j.get("vm"), done=j["done"], total=j["total"], request=j.get("request")
+        )
     if t == "metrics":
         return Metrics(
             t, j, vm=j["vm"], at=j["at"], cpu_percent=float(j["cpuPercent"]), memory=MemoryStats.from_json(j["memory"])

@@ -48,6 +48,7 @@ from ._protocol import (
     HttpRequest,
     HttpResponse,
     OutputMatcher,
+    ProgressFollower,
     ProtocolError,
     ResponseCollector,
     Target,
@@ -62,6 +63,7 @@ from ._protocol import (
     resize_message,
 )
 from ._types import (
+    Diff,
     Episode,
     Event,
     ExecResult,
@@ -92,7 +94,7 @@ from ._types import (
     fspath,
     ref_of,
 )
-from .client import IDLE_SECONDS, RECV_SIZE
+from .client import IDLE_SECONDS, RECV_SIZE, OnProgress
 
 T = TypeVar("T")
 Stream = Tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -298,6 +300,11 @@ class AsyncWebSocket:
         self._send_raw(self.session.send_bytes(payload))
         await self.drain()
 
+    async def ping(self, payload: bytes) -> None:
+        """Its ``WsPong(payload)`` comes after every message the engine sent before the ping reached it."""
+        self._send_raw(self.session.ping(payload))
+        await self.drain()
+
     async def aclose(self) -> None:
         if self.closed and (self._writer is None or self._writer.is_closing()):
             return
@@ -440,6 +447,39 @@ class AsyncEventStream:
             if isinstance(message, WsMessage) and message.text is not None:
                 return event_from_json(json.loads(message.text))
 
+    async def follow(self, request_id: str, on_progress: OnProgress, work: Awaitable[T]) -> T:
+        """Awaits ``work`` while ``on_progress`` gets every ``Progress`` event of ``request_id`` in order, the last
+        one before this returns (a ping after the work; its pong comes after every event sent before). It may be a
+        coroutine function. An error of ``on_progress`` is raised once the work is done; the other events are
+        dropped."""
+        follower = ProgressFollower(request_id)
+        failed: List[Exception] = []
+
+        async def deliver() -> None:
+            with contextlib.suppress(ProtocolError, OSError):
+                while not follower.done:
+                    progress = follower.take(await self._ws.next())
+                    if progress is None or failed:
+                        continue
+                    try:
+                        answer = on_progress(progress)
+                        if asyncio.iscoroutine(answer):
+                            await answer
+                    except Exception as error:  # noqa: BLE001 (the caller's, raised after the work)
+                        failed.append(error)
+
+        delivering = asyncio.ensure_future(deliver())
+        try:
+            result = await work
+        except BaseException:
+            delivering.cancel()
+            raise
+        await self._ws.ping(follower.mark)
+        await delivering
+        if failed:
+            raise failed[0]
+        return result
+
     async def wait_for(self, predicate: Callable[[Event], bool], timeout: float = 30.0) -> Event:
         deadline = time.monotonic() + timeout
         while True:
@@ -531,14 +571,41 @@ class AsyncSmol:
     async def up(self, smolfile: "Union[str, os.PathLike[str]]", name: Optional[str] = None) -> Up:
         return await self._call(calls.up(fspath(smolfile), name))
 
-    async def up_from(self, machine_file: "Union[str, os.PathLike[str]]", name: Optional[str] = None) -> Up:
-        return await self._call(calls.up_from(fspath(machine_file), name))
+    async def up_from(
+        self,
+        machine_file: "Union[str, os.PathLike[str]]",
+        name: Optional[str] = None,
+        *,
+        request_id: Optional[str] = None,
+        on_progress: Optional[OnProgress] = None,
+    ) -> Up:
+        path = fspath(machine_file)
+        return await self._following(lambda rid: calls.up_from(path, name, rid), request_id, on_progress)
 
     async def inspect(self, machine_file: "Union[str, os.PathLike[str]]") -> Inspected:
         return await self._call(calls.inspect(fspath(machine_file)))
 
-    async def pack(self, source: Ref, machine_file: "Union[str, os.PathLike[str]]") -> Packed:
-        return await self._call(calls.pack(source, fspath(machine_file)))
+    async def pack(
+        self,
+        source: Ref,
+        machine_file: "Union[str, os.PathLike[str]]",
+        *,
+        request_id: Optional[str] = None,
+        on_progress: Optional[OnProgress] = None,
+    ) -> Packed:
+        """As ``Smol.pack``; ``on_progress`` may be a coroutine function."""
+        path = fspath(machine_file)
+        return await self._following(lambda rid: calls.pack(source, path, rid), request_id, on_progress)
+
+    async def _following(
+        self, make: Callable[[Optional[str]], Call[T]], request_id: Optional[str], on_progress: Optional[OnProgress]
+    ) -> T:
+        if on_progress is None:
+            return await self._call(make(request_id))
+        rid = request_id or calls.new_request_id()
+        call = make(rid)
+        async with await self.events() as events:  # subscribed before the request goes
+            return await events.follow(rid, on_progress, self._call(call))
 
     async def episodes(self) -> List[Episode]:
         return await self._call(calls.episodes())
@@ -607,14 +674,18 @@ class AsyncSmol:
     async def label_vm(self, vm: Ref, labels: Mapping[str, Optional[LabelValue]]) -> Vm:
         return await self._call(calls.update_vm(vm, labels))
 
+    async def diff(self, from_ref: Ref, to_ref: Ref) -> Diff:
+        """As ``Smol.diff``: what changed between two snapshots of one episode (docs/diff.md)."""
+        return await self._call(calls.diff(from_ref, to_ref))
+
     async def delete_snapshot(self, ref: Ref) -> None:
         await self._call(calls.delete_snapshot(ref))
 
     async def checkpoint(self, vm: Ref, name: Optional[str] = None, note: Optional[str] = None) -> Snapshot:
         return await self._call(calls.checkpoint(vm, name, note))
 
-    async def fork(self, ref: Ref, n: int = 1) -> ForkResult:
-        return await self._call(calls.fork(ref, n))
+    async def fork(self, ref: Ref, n: int = 1, from_: Optional[str] = None) -> ForkResult:
+        return await self._call(calls.fork(ref, n, from_))
 
     async def restore(self, vm: Ref, snapshot: Ref) -> RestoreResult:
         return await self._call(calls.restore(vm, snapshot))

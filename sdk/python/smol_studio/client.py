@@ -46,6 +46,7 @@ from ._protocol import (
     HttpRequest,
     HttpResponse,
     OutputMatcher,
+    ProgressFollower,
     ProtocolError,
     ResponseCollector,
     Target,
@@ -60,6 +61,7 @@ from ._protocol import (
     resize_message,
 )
 from ._types import (
+    Diff,
     Episode,
     Event,
     ExecResult,
@@ -82,6 +84,7 @@ from ._types import (
     Snapshot,
     SnapshotNode,
     Packed,
+    Progress,
     Up,
     Vm,
     VmNetwork,
@@ -93,6 +96,8 @@ from ._types import (
 
 T = TypeVar("T")
 StdinSource = Union[bytes, str, Iterable[bytes], None]
+#: What ``pack`` and ``up_from`` call with each ``Progress`` event of their own request.
+OnProgress = Callable[[Progress], Any]
 
 #: An idle keep-alive connection older than this is dropped before the engine's 5 s keep-alive would drop it.
 IDLE_SECONDS = 4.0
@@ -286,6 +291,12 @@ class SyncWebSocket:
             data = self.session.send_bytes(payload)
         self._send_raw(data)
 
+    def ping(self, payload: bytes) -> None:
+        """Its ``WsPong(payload)`` comes after every message the engine sent before the ping reached it."""
+        with self._lock:
+            data = self.session.ping(payload)
+        self._send_raw(data)
+
     def close(self) -> None:
         if self.closed:
             return
@@ -441,6 +452,38 @@ class EventStream:
             if isinstance(message, WsMessage) and message.text is not None:
                 return event_from_json(json.loads(message.text))
 
+    def follow(self, request_id: str, on_progress: OnProgress, work: Callable[[], T]) -> T:
+        """Runs ``work`` (in a thread of its own) and gives ``on_progress``, in this thread, every ``Progress`` event
+        of ``request_id`` in order, the last one before this returns: when ``work`` ends, a ping goes to the engine,
+        whose pong comes after every event it sent before. An error of ``on_progress`` is raised once ``work`` is
+        done (the work goes on in the engine either way); the stream is read to the pong, the other events dropped."""
+        follower = ProgressFollower(request_id)
+        outcome: "concurrent.futures.Future[T]" = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                outcome.set_result(work())
+            except BaseException as error:  # raised in the caller's thread below
+                outcome.set_exception(error)
+            self._ws.ping(follower.mark)
+
+        threading.Thread(target=run, name="smol-follow", daemon=True).start()
+        failed: List[Exception] = []
+        try:
+            while not follower.done:
+                progress = follower.take(self._ws.next())
+                if progress is not None and not failed:
+                    try:
+                        on_progress(progress)
+                    except Exception as error:  # noqa: BLE001 (the caller's, raised after the work)
+                        failed.append(error)
+        except (ProtocolError, OSError):
+            pass  # the stream broke: no more progress, the work's own answer still comes
+        result = outcome.result()
+        if failed:
+            raise failed[0]
+        return result
+
     def wait_for(self, predicate: Callable[[Event], bool], timeout: float = 30.0) -> Event:
         """The first event from here on that ``predicate`` accepts."""
         deadline = time.monotonic() + timeout
@@ -549,19 +592,49 @@ class Smol:
         """A new episode from a Smolfile; its first VM is running when this returns."""
         return self._call(calls.up(fspath(smolfile), name))
 
-    def up_from(self, machine_file: "Union[str, os.PathLike[str]]", name: Optional[str] = None) -> Up:
+    def up_from(
+        self,
+        machine_file: "Union[str, os.PathLike[str]]",
+        name: Optional[str] = None,
+        *,
+        request_id: Optional[str] = None,
+        on_progress: Optional[OnProgress] = None,
+    ) -> Up:
         """A new episode from a .smolmachine file (docs/smolmachine.md): its first VM goes on from the packed state.
-        The file is checked whole first; a damaged one, a newer format or a CPU lacking its features is refused."""
-        return self._call(calls.up_from(fspath(machine_file), name))
+        The file is checked whole first; a damaged one, a newer format or a CPU lacking its features is refused.
+        ``request_id`` and ``on_progress`` as for ``pack`` (operation ``open``)."""
+        path = fspath(machine_file)
+        return self._following(lambda rid: calls.up_from(path, name, rid), request_id, on_progress)
 
     def inspect(self, machine_file: "Union[str, os.PathLike[str]]") -> Inspected:
         """What a .smolmachine file holds (its manifest, checked) and the CPU features the engine's host lacks to
         open it (``cpu_missing``); nothing is written. A damaged file or a newer format is refused (SmolError)."""
         return self._call(calls.inspect(fspath(machine_file)))
 
-    def pack(self, source: Ref, machine_file: "Union[str, os.PathLike[str]]") -> Packed:
-        """Packs a VM (a running one is checkpointed first) or a snapshot into a .smolmachine file."""
-        return self._call(calls.pack(source, fspath(machine_file)))
+    def pack(
+        self,
+        source: Ref,
+        machine_file: "Union[str, os.PathLike[str]]",
+        *,
+        request_id: Optional[str] = None,
+        on_progress: Optional[OnProgress] = None,
+    ) -> Packed:
+        """Packs a VM (a running one is checkpointed first) or a snapshot into a .smolmachine file. ``request_id``
+        (1-64 of ``A-Za-z0-9._-``) tags the pack's ``Progress`` events (``request``), so several packs at once, or
+        several clients, tell theirs apart; ``on_progress`` is called, in this thread, with each of this pack's
+        events as they come (a request id ``py-<uuid>`` is made when none is given), the last before this returns."""
+        path = fspath(machine_file)
+        return self._following(lambda rid: calls.pack(source, path, rid), request_id, on_progress)
+
+    def _following(
+        self, make: Callable[[Optional[str]], Call[T]], request_id: Optional[str], on_progress: Optional[OnProgress]
+    ) -> T:
+        if on_progress is None:
+            return self._call(make(request_id))
+        rid = request_id or calls.new_request_id()
+        call = make(rid)
+        with self.events() as events:  # subscribed before the request goes
+            return events.follow(rid, on_progress, lambda: self._call(call))
 
     def episodes(self) -> List[Episode]:
         return self._call(calls.episodes())
@@ -640,6 +713,12 @@ class Smol:
         """Sets each label of the VM to its value and removes the ones set to None; the others stay."""
         return self._call(calls.update_vm(vm, labels))
 
+    def diff(self, from_ref: Ref, to_ref: Ref) -> Diff:
+        """What changed between two snapshots of one episode (docs/diff.md): per writable disk the files added,
+        removed and changed (text diffs under a size cap), and the console output between the two points. Two
+        snapshots of different episodes are a ``BadRequest``, an unknown one a ``NotFound``."""
+        return self._call(calls.diff(from_ref, to_ref))
+
     def delete_snapshot(self, ref: Ref) -> None:
         self._call(calls.delete_snapshot(ref))
 
@@ -647,9 +726,10 @@ class Smol:
         """A snapshot of the VM (it keeps running); the VM's place in the tree moves to it."""
         return self._call(calls.checkpoint(vm, name, note))
 
-    def fork(self, ref: Ref, n: int = 1) -> ForkResult:
-        """``n`` new VMs from a running VM (which keeps running) or from a snapshot (a ``Snapshot`` or ``sn-`` id)."""
-        return self._call(calls.fork(ref, n))
+    def fork(self, ref: Ref, n: int = 1, from_: Optional[str] = None) -> ForkResult:
+        """``n`` new VMs from a running VM (which keeps running) or from a snapshot: ``from_="snapshot"`` for one
+        named by its name, else a ``Snapshot`` or an ``sn-`` id is taken as a snapshot and anything else as a VM."""
+        return self._call(calls.fork(ref, n, from_))
 
     def restore(self, vm: Ref, snapshot: Ref) -> RestoreResult:
         """Moves the VM to ``snapshot``, checkpointing where it was first (``saved_as``)."""

@@ -48,7 +48,7 @@ def test_connect_starts_the_engine_once_and_a_second_client_shares_it(home: Engi
         "removeImage", "pruneImages", "getEpisode", "deleteEpisode", "listSnapshots", "listVms", "getVm", "updateVm", "removeVm",
         "checkpoint", "forkVm", "restore", "stopVm", "startVm", "pauseVm", "resumeVm", "resetVm", "memoryStats",
         "metrics", "network", "logs", "screen", "recording", "writeConsole", "getSnapshot", "updateSnapshot",
-        "deleteSnapshot", "forkSnapshot", "packMachine", "openMachine", "inspectMachine", "gc", "listen", "unlisten", "shutdown", "console", "events", "execStream",
+        "deleteSnapshot", "forkSnapshot", "diff", "packMachine", "openMachine", "inspectMachine", "gc", "listen", "unlisten", "shutdown", "console", "events", "execStream",
     }
     assert called - operations == set(), "calls of the Python SDK the engine does not document"
     missing = operations - called - {"exec"}  # the exec POST: the SDK streams instead
@@ -94,6 +94,14 @@ def test_checkpoint_with_name_and_note_and_the_snapshots_flat_and_as_a_tree(
         assert forked.snapshot is not None
         assert [c.snapshot.id for c in roots[0].children[0].children] == [forked.snapshot.id]
         assert {s.id for s in roots[0].walk()} == {s.id for s in flat}
+        # A snapshot named by its name forks as a snapshot with from_="snapshot" (a name alone is taken as a VM's).
+        by_name = smol.fork("second", 1, from_="snapshot")
+        assert by_name.snapshot is None and by_name.children[0].snapshot == second.id
+        with pytest.raises(smol_studio.NotFound, match="second"):
+            smol.fork("second", 1)
+        with pytest.raises(ValueError, match="from_"):
+            smol.fork("second", 1, from_="episode")
+        smol.remove_vm(by_name.children[0])
         renamed = smol.update_snapshot("second", name="renamed", note="changed")
         assert (renamed.id, renamed.name, renamed.note) == (second.id, "renamed", "changed")
         assert smol.snapshot("renamed").id == second.id
