@@ -12,9 +12,11 @@ import json
 import os
 import ssl
 import tempfile
+import urllib.parse
 from typing import Optional
 
-from ._errors import SmolError
+from ._errors import EngineUnavailable, SmolError
+from ._protocol import Target
 
 
 class CertificateChanged(SmolError):
@@ -106,3 +108,30 @@ def check_pin(sock: ssl.SSLSocket, where: str, fingerprint: Optional[str], pins:
         _write(path, data)
     elif pinned["fingerprint"] != presented:
         refuse(pinned["fingerprint"], f"since {pinned['since']} it is pinned to")
+
+
+def remote_engine(home: Optional[str], url: Optional[str], engine: Optional[str]) -> Optional[str]:
+    """The remote engine ``connect`` reaches, as the TypeScript SDK and the CLI choose it: ``url``, else ``engine``,
+    else ``$SMOL_ENGINE`` when no data dir was given; None: the data dir's own engine."""
+    if url is not None:
+        return url
+    if engine is not None:
+        return engine
+    return (os.environ.get("SMOL_ENGINE") or None) if home is None else None
+
+
+def remote_target(ref: str, token: Optional[str], fingerprint: Optional[str], pins: Optional[str]) -> Target:
+    """Where a remote engine listens: ``ref`` is its URL (``?token=`` in it, else ``token``, else ``$SMOL_TOKEN``)
+    or the name it was added under (``smol engine add NAME URL``) in the client's engines file, with that entry's
+    token unless ``token`` is given."""
+    if ref.startswith(("http://", "https://")):
+        in_url = urllib.parse.parse_qs(urllib.parse.urlsplit(ref).query).get("token")
+        if token is None and not in_url:
+            token = os.environ.get("SMOL_TOKEN") or None
+        return Target.url(ref, token, fingerprint, pins)
+    added = _read(engines_file())["engines"].get(ref)
+    if not added:
+        raise EngineUnavailable(
+            f"no engine named {ref} (smol engine ls lists them; smol engine add {ref} URL --token T adds it)"
+        )
+    return Target.url(added["url"], token or added.get("token"), fingerprint, pins)

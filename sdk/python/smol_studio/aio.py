@@ -34,7 +34,7 @@ from . import _calls as calls
 from . import _copy as copying
 from ._calls import Call
 from ._engine import EngineLauncher, no_engine, smol_home, socket_path
-from ._pins import check_pin, insecure_context
+from ._pins import check_pin, insecure_context, remote_engine, remote_target
 from ._copy import CopyResult
 from ._errors import BadRequest, EngineUnavailable, NotFound, SmolError, StreamClosed, WaitTimeout
 from ._protocol import (
@@ -986,6 +986,7 @@ def connect_async(
     home: "Optional[Union[str, os.PathLike[str]]]" = None,
     *,
     url: Optional[str] = None,
+    engine: Optional[str] = None,
     token: Optional[str] = None,
     fingerprint: Optional[str] = None,
     pins: "Optional[Union[str, os.PathLike[str]]]" = None,
@@ -997,9 +998,10 @@ def connect_async(
     """As ``connect``, for asyncio: ``async with connect_async() as smol:`` or ``smol = await connect_async()``."""
 
     async def factory() -> AsyncSmol:
-        if url is not None:
+        remote = remote_engine(None if home is None else os.fspath(home), url, engine)
+        if remote is not None:
             where = None if pins is None else os.fspath(pins)
-            client = AsyncSmol(AsyncTransport(Target.url(url, token, fingerprint, where), request_timeout))
+            client = AsyncSmol(AsyncTransport(remote_target(remote, token, fingerprint, where), request_timeout))
             await client.health()
             return client
         where = smol_home(home)

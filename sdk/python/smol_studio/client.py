@@ -32,7 +32,7 @@ from . import _calls as calls
 from . import _copy as copying
 from ._calls import Call
 from ._engine import EngineLauncher, no_engine, smol_home, socket_path
-from ._pins import check_pin, insecure_context
+from ._pins import check_pin, insecure_context, remote_engine, remote_target
 from ._copy import CopyResult
 from ._errors import BadRequest, EngineUnavailable, NotFound, SmolError, StreamClosed, WaitTimeout
 from ._protocol import (
@@ -1018,6 +1018,7 @@ def connect(
     home: "Optional[Union[str, os.PathLike[str]]]" = None,
     *,
     url: Optional[str] = None,
+    engine: Optional[str] = None,
     token: Optional[str] = None,
     fingerprint: Optional[str] = None,
     pins: "Optional[Union[str, os.PathLike[str]]]" = None,
@@ -1028,14 +1029,17 @@ def connect(
 ) -> Smol:
     """A blocking client of the data dir's engine (``home``, else ``$SMOL_HOME`` or the default), started in the
     background when none runs (``start=False``: raise ``EngineUnavailable`` instead); or of the engine at ``url``
-    (a ``smol serve`` URL, its token in ``?token=`` or ``token``). ``timeout``: how long a starting engine may take;
+    (a ``smol serve`` URL, its token in ``?token=``, ``token`` or ``$SMOL_TOKEN``), or of ``engine``, a URL or the
+    name an engine was added under (``smol engine add NAME URL``; its token from the engines file unless ``token``);
+    ``$SMOL_ENGINE`` when none of ``home``, ``url`` and ``engine`` is given. ``timeout``: how long a starting engine may take;
     ``request_timeout``: how long any one request may (None: no limit; ``up`` of a new image bakes its base).
     An ``https`` engine is trusted by its certificate's SHA-256 ``fingerprint``, else by the one pinned on first use
     in ``pins`` (the client's engines file, shared with the CLI, when None); another certificate raises
     ``CertificateChanged`` naming both (docs/remote.md)."""
-    if url is not None:
+    remote = remote_engine(None if home is None else os.fspath(home), url, engine)
+    if remote is not None:
         where = None if pins is None else os.fspath(pins)
-        client = Smol(SyncTransport(Target.url(url, token, fingerprint, where), request_timeout))
+        client = Smol(SyncTransport(remote_target(remote, token, fingerprint, where), request_timeout))
         client.health()
         return client
     where = smol_home(home)
