@@ -20,6 +20,7 @@ from ._errors import (
 )
 from ._protocol import ConsoleClosed, ConsoleOutput, ConsoleScreen, ProtocolError
 from ._types import (
+    CreatedToken,
     Diff,
     DiffConsole,
     DiffPoint,
@@ -35,6 +36,7 @@ from ._types import (
     ForkResult,
     GcResult,
     Health,
+    HostReport,
     Image,
     Inspected,
     Listener,
@@ -60,6 +62,7 @@ from ._types import (
     SnapshotDeleted,
     SnapshotEvent,
     SnapshotNode,
+    TokenInfo,
     Packed,
     Up,
     Vm,
@@ -134,6 +137,9 @@ __all__ = [
     "Logs",
     "Screen",
     "Health",
+    "HostReport",
+    "TokenInfo",
+    "CreatedToken",
     "Image",
     "Inspected",
     "PulledImage",

@@ -10,11 +10,13 @@ from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Option
 
 from ._protocol import API_PREFIX, HttpRequest, HttpResponse, quote
 from ._types import (
+    CreatedToken,
     Diff,
     Episode,
     ForkResult,
     GcResult,
     Health,
+    HostReport,
     Image,
     Inspected,
     LabelValue,
@@ -30,6 +32,7 @@ from ._types import (
     Screen,
     SmolfileExample,
     Snapshot,
+    TokenInfo,
     Up,
     Vm,
     VmNetwork,
@@ -262,6 +265,24 @@ def listen(host: str, port: int) -> Call[Listener]:
 
 def unlisten(port: int) -> Call[None]:
     return _void("DELETE", f"/engine/listeners?port={int(port)}")
+
+
+def host() -> Call[HostReport]:
+    return _call("GET", "/host", HostReport.from_json)
+
+
+def tokens() -> Call[List[TokenInfo]]:
+    return _call("GET", "/tokens", lambda j: [TokenInfo.from_json(t) for t in j["tokens"]])
+
+
+def create_token(name: str, scope: str) -> Call[CreatedToken]:
+    return _call("POST", "/tokens", CreatedToken.from_json, {"name": name, "scope": scope})
+
+
+def remove_token(name: str) -> Call[None]:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name: expected a token's name, got {name!r}")
+    return _void("DELETE", f"/tokens/{quote(name)}")
 
 
 def shutdown() -> Call[None]:

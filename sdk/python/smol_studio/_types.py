@@ -606,6 +606,58 @@ class GcResult:
 
 
 @dataclass(frozen=True)
+class HostReport:
+    """What the engine's host KVM is (``smol doctor``): ``kvm_implementation`` is hardware, pvm (KVM in software)
+    or unknown; ``linux_guests_ok`` is False where a Linux guest will not get through its boot, and the message
+    says why."""
+
+    kvm_present: bool
+    kvm_usable: bool
+    kvm_implementation: str
+    kvm_error: Optional[str]
+    linux_guests_ok: bool
+    linux_guests_message: str
+
+    @classmethod
+    def from_json(cls, j: Json) -> "HostReport":
+        kvm, linux = j["kvm"], j["linuxGuests"]
+        return cls(
+            kvm_present=kvm["present"],
+            kvm_usable=kvm["usable"],
+            kvm_implementation=kvm["implementation"],
+            kvm_error=kvm.get("error"),
+            linux_guests_ok=linux["ok"],
+            linux_guests_message=linux["message"],
+        )
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """A named token of the data dir (docs/remote.md, "Tokens"): ``scope`` is full or read-only; ``last_used`` the
+    last request or stream it opened (to the minute), None: never."""
+
+    name: str
+    scope: str
+    created: str
+    last_used: Optional[str]
+
+    @classmethod
+    def from_json(cls, j: Json) -> "TokenInfo":
+        return cls(name=j["name"], scope=j["scope"], created=j["created"], last_used=j.get("lastUsed"))
+
+
+@dataclass(frozen=True)
+class CreatedToken(TokenInfo):
+    """A new named token with its secret, answered this once (the engine keeps only its SHA-256)."""
+
+    token: str = field(default="", repr=False)
+
+    @classmethod
+    def from_json(cls, j: Json) -> "CreatedToken":
+        return cls(name=j["name"], scope=j["scope"], created=j["created"], last_used=j.get("lastUsed"), token=j["token"])
+
+
+@dataclass(frozen=True)
 class SmolfileExample:
     name: str
     path: str

@@ -63,6 +63,7 @@ from ._protocol import (
     resize_message,
 )
 from ._types import (
+    CreatedToken,
     Diff,
     Episode,
     Event,
@@ -70,6 +71,7 @@ from ._types import (
     ForkResult,
     GcResult,
     Health,
+    HostReport,
     Image,
     Inspected,
     LabelValue,
@@ -85,6 +87,7 @@ from ._types import (
     SmolfileExample,
     Snapshot,
     SnapshotNode,
+    TokenInfo,
     Packed,
     Up,
     Vm,
@@ -562,6 +565,18 @@ class AsyncSmol:
 
     async def unlisten(self, port: int) -> None:
         await self._call(calls.unlisten(port))
+
+    async def host(self) -> HostReport:
+        return await self._call(calls.host())
+
+    async def tokens(self) -> List[TokenInfo]:
+        return await self._call(calls.tokens())
+
+    async def create_token(self, name: str, scope: str = "full") -> CreatedToken:
+        return await self._call(calls.create_token(name, scope))
+
+    async def remove_token(self, name: str) -> None:
+        await self._call(calls.remove_token(name))
 
     async def shutdown(self) -> None:
         await self._call(calls.shutdown())

@@ -61,6 +61,7 @@ from ._protocol import (
     resize_message,
 )
 from ._types import (
+    CreatedToken,
     Diff,
     Episode,
     Event,
@@ -68,6 +69,7 @@ from ._types import (
     ForkResult,
     GcResult,
     Health,
+    HostReport,
     Image,
     Inspected,
     LabelValue,
@@ -83,6 +85,7 @@ from ._types import (
     SmolfileExample,
     Snapshot,
     SnapshotNode,
+    TokenInfo,
     Packed,
     Progress,
     Up,
@@ -581,6 +584,23 @@ class Smol:
 
     def unlisten(self, port: int) -> None:
         self._call(calls.unlisten(port))
+
+    def host(self) -> HostReport:
+        """What the host's KVM is and whether Linux guests run on it (``smol doctor``'s verdict)."""
+        return self._call(calls.host())
+
+    def tokens(self) -> List[TokenInfo]:
+        """The data dir's named tokens (``smol token ls``); a full token only."""
+        return self._call(calls.tokens())
+
+    def create_token(self, name: str, scope: str = "full") -> CreatedToken:
+        """A new named token (``smol token create``), ``full`` or ``read-only``; its secret ``token`` is given this
+        once. ``connect(url=listener_url, token=created.token)`` uses it."""
+        return self._call(calls.create_token(name, scope))
+
+    def remove_token(self, name: str) -> None:
+        """Revokes a named token at once, closing the streams it opened (``smol token rm``)."""
+        self._call(calls.remove_token(name))
 
     def shutdown(self) -> None:
         """Suspends every running VM and ends the engine (the next one resumes them)."""
