@@ -2,11 +2,12 @@
 // layer a VM writes, and every layer a checkpoint froze, is a file SMOL_HOME/disks/<random>.layer. A snapshot owns the
 // layers its checkpoint froze (its manifest's `diskLayers`); a live instance owns the one it writes. This module
 // names new layers and reads just enough of a layer's header to follow a chain down: the path of the layer below.
-import { spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, readSync } from 'node:fs';
 import { chmod, link, mkdir, open, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { promisify } from 'node:util';
 
 export const DISKS_DIR = 'disks';
 /** A layer file's name in SMOL_HOME/disks: 20 random hex digits and `.layer`. */
@@ -104,8 +105,8 @@ export const IMAGES_DIR = 'images';
 /**
  * The engine's own copy of a base image (a guest build's root disk), SMOL_HOME/images/<its name>: every layer over it
  * names it by path, so it must live as long as the snapshots do, whatever happens to the guest cache. A hard link
- * when the cache is on the same file system, else a sparse copy. The names carry a content hash, so an existing one
- * is the same image.
+ * when the cache is on the same file system, else a sparse copy (cp, off the event loop). The names carry a content
+ * hash, so an existing one is the same image.
  */
 export async function adoptBaseImage(home: string, file: string): Promise<string> {
   const dir = path.join(home, IMAGES_DIR);
@@ -118,10 +119,14 @@ export async function adoptBaseImage(home: string, file: string): Promise<string
     await link(file, temporary);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EXDEV') throw error;
-    const copy = spawnSync('cp', ['--sparse=always', '--reflink=auto', file, temporary], { encoding: 'utf8' });
-    if (copy.status !== 0) {
+    // Not spawnSync: a 4 GiB image on a file system without SEEK_HOLE (9p, some FUSE) takes tens of seconds to
+    // read through, and the engine's other episodes, streams and requests must go on meanwhile.
+    try {
+      await promisify(execFile)('cp', ['--sparse=always', '--reflink=auto', file, temporary], { encoding: 'utf8' });
+    } catch (copyError) {
       await rm(temporary, { force: true });
-      throw new Error(`cannot copy ${file} to ${dir}: ${copy.stderr.trim() || copy.error?.message}`);
+      const { stderr, message } = copyError as { stderr?: string; message: string };
+      throw new Error(`cannot copy ${file} to ${dir}: ${stderr?.trim() || message}`);
     }
   }
   await chmod(temporary, 0o444);

@@ -2,7 +2,19 @@
 // SMOL_HOME/disks, what garbage collection keeps for a disk chain, and what the start-up sweep removes. The layer
 // files here carry a header in the documented format (docs/disks.md) with the fields the engine reads; the VMM's
 // own handling of layers is tested in native/tests/test_disk.c and, with a Linux guest, in tests/linux.
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -274,6 +286,27 @@ describe('disk layers in the snapshot store', () => {
       rmSync(image, { force: true }); // the guest cache pruned it: the engine's copy stays
       expect(await adoptBaseImage(home, image)).toBe(adopted);
       expect(readdirSync(path.join(home, 'images'))).toEqual(['rootfs-0123456789abcdef.ext4']);
+    } finally {
+      rmSync(cache, { recursive: true, force: true });
+    }
+  });
+
+  it('a base image on another file system is copied, sparse and read-only', async () => {
+    // /dev/shm is a tmpfs of its own mount: link() from it to the home gives EXDEV, as from a cache on another disk.
+    const cache = mkdtempSync(path.join('/dev/shm', 'smol-image-cache-'));
+    try {
+      expect(statSync(cache).dev).not.toBe(statSync(home).dev);
+      const image = path.join(cache, 'oci-0123456789abcdef.ext4');
+      const size = 256 << 20;
+      writeFileSync(image, 'superblock');
+      truncateSync(image, size);
+      const adopted = await adoptBaseImage(home, image);
+      const copy = statSync(adopted);
+      expect(copy.size).toBe(size);
+      expect(copy.blocks * 512).toBeLessThan(1 << 20); // the 256 MiB of zeros stayed a hole
+      expect(copy.mode & 0o777).toBe(0o444);
+      expect(readFileSync(adopted).subarray(0, 10).toString()).toBe('superblock');
+      expect(readdirSync(path.join(home, 'images'))).toEqual(['oci-0123456789abcdef.ext4']);
     } finally {
       rmSync(cache, { recursive: true, force: true });
     }
