@@ -159,9 +159,10 @@ async function kvmPart(label, project, { needs = 'any', labShards = 1 } = {}) {
   const lab = path.join(root, 'scripts', 'lab.js');
   if (!fs.existsSync(lab)) return { name, problem: `/dev/kvm is not usable here and there is no KVM lab (${lab})` };
   if (!usable) note(`/dev/kvm is not usable here; running the ${label} in the KVM lab`);
-  // A lab run that prints nothing for 10 minutes has hung (the longest test file takes about 2.5): the lab is asked
-  // what it was doing (the log it names) and stopped, instead of using up the 30-minute timeout.
-  const inLab = (argv) => [process.execPath, lab, '--stall', '600', '--', ...argv];
+  // A lab run that prints nothing for 15 minutes has hung: the lab is asked what it was doing (the log it names) and
+  // stopped, instead of using up the 30-minute timeout. Vitest prints a file's results when it ends, and the longest
+  // file (smolmachine.test.ts) took 535 s in a lab on 2026-12-03 with other work on the host: 10 minutes was too close.
+  const inLab = (argv) => [process.execPath, lab, '--stall', '900', '--', ...argv];
   if (labShards === 1) return vitestPart(name, project, inLab);
   // The Linux guest tests take longer than one lab's 30 minutes in a row (about 40 in all on 2026-12-02): their files
   // are split over labShards lab VMs at once (vitest --shard), one TCG vCPU each, each with its own timeout and count.
