@@ -180,6 +180,13 @@ function fakeEngine() {
     },
     // Named tokens and their gate are tested against a real engine in tests/engine/remote.test.ts.
     listTokens: () => [],
+    listEngines: () => [],
+    probeEngine: async (url) => ({ url, fingerprint: null, pinned: null }),
+    addEngine: async ({ name, url }) => ({ name, url, fingerprint: null, added: now, version: '0.1.0' }),
+    // Forwarding to a real remote engine is tested in tests/engine/remote-engines.test.ts.
+    removeEngine: (name) => {
+      if (name !== 'node-a') throw new ApiFailure(404, `no engine named ${name}`);
+    },
     createToken: ({ name, scope }) => ({ name, scope, created: now, lastUsed: null, token: 'smol_x' }),
     removeToken: (name) => {
       if (name !== 'ci') throw new ApiFailure(404, `no token named ${name}`);
@@ -251,7 +258,7 @@ describe('API transport', () => {
   });
 
   it('answers every route with a body its response schema accepts', async () => {
-    const params = { episode: EP, vm: VM, snapshot: SN, token: 'ci' };
+    const params = { episode: EP, vm: VM, snapshot: SN, token: 'ci', engine: 'node-a' };
     const bodies: Record<string, unknown> = {
       createEpisode: { smolfile: '/w/Smolfile', name: 'demo' },
       checkpoint: { name: 'before-install', note: 'clean' },
@@ -266,6 +273,8 @@ describe('API transport', () => {
       openMachine: { path: '/w/main.smolmachine' },
       inspectMachine: { path: '/w/main.smolmachine' },
       createToken: { name: 'ci' },
+      probeEngine: { url: 'http://127.0.0.1:7443' },
+      addEngine: { name: 'node-a', url: 'http://127.0.0.1:7443', token: 'smol_x' },
     };
     for (const route of ROUTES) {
       const url = route.path.replace(/:(\w+)/g, (_, name: keyof typeof params) => params[name]);

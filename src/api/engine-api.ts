@@ -22,6 +22,10 @@ import type {
   ListenRequest,
   Listener,
   TokenInfo,
+  RemoteEngineInfo,
+  EngineProbe,
+  AddEngineRequest,
+  AddedEngine,
   Logs,
   MemoryStats,
   MetricsHistory,
@@ -47,7 +51,7 @@ import type {
  */
 export class ApiFailure extends Error {
   constructor(
-    readonly status: 400 | 401 | 403 | 404 | 409 | 500 | 503,
+    readonly status: 400 | 401 | 403 | 404 | 409 | 500 | 502 | 503 | 504,
     message: string,
     readonly code?: string,
   ) {
@@ -177,6 +181,14 @@ export interface EngineApi {
   createToken(request: CreateTokenRequest): CreatedToken;
   /** Revokes a named token at once: its next request gets 401, its open streams close. */
   removeToken(name: string): void;
+  /** The remote engines the app reaches through this one (docs/remote.md, "The app with several engines"). */
+  listEngines(): RemoteEngineInfo[];
+  /** What certificate the engine at `url` presents, learnt by a handshake that sends no token. */
+  probeEngine(url: string): Promise<EngineProbe>;
+  /** Adds a remote engine, pinning its certificate and checking its token. */
+  addEngine(request: AddEngineRequest): Promise<AddedEngine>;
+  /** Forgets a remote engine. */
+  removeEngine(name: string): void;
   /** Suspends every running VM and ends the engine process. */
   shutdown(options?: { force?: boolean }): Promise<void>;
 }

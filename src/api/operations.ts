@@ -387,6 +387,37 @@ export const OPERATIONS = {
     summary: 'Revoke a named token at once, closing its open streams (smol token rm); a full token only',
     status: 204,
   }),
+  listEngines: operation({
+    method: 'GET',
+    path: `${API_PREFIX}/engines`,
+    summary:
+      'The remote engines this engine reaches for the app (its engines file, as smol engine add writes it), ' +
+      'without their tokens; /engines/NAME/… forwards to one (docs/remote.md, "The app with several engines")',
+    response: s.RemoteEngineList,
+  }),
+  probeEngine: operation({
+    method: 'POST',
+    path: `${API_PREFIX}/engines/probe`,
+    summary: 'The certificate an engine presents (TLS handshake only, no token sent), to be confirmed before adding it',
+    request: s.ProbeEngineRequest,
+    response: s.EngineProbe,
+  }),
+  addEngine: operation({
+    method: 'POST',
+    path: `${API_PREFIX}/engines`,
+    summary:
+      'Add a remote engine: its certificate pinned (the fingerprint given, else on first use) and its token ' +
+      'checked against its health; a full token only',
+    status: 201,
+    request: s.AddEngineRequest,
+    response: s.AddedEngine,
+  }),
+  removeEngine: operation({
+    method: 'DELETE',
+    path: `${API_PREFIX}/engines/:engine`,
+    summary: 'Forget a remote engine (and its pin, unless another name reaches that address); a full token only',
+    status: 204,
+  }),
   shutdown: operation({
     method: 'POST',
     path: `${API_PREFIX}/engine/shutdown`,

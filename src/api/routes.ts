@@ -93,6 +93,10 @@ const HANDLERS: Handlers = {
   listTokens: (api) => ({ tokens: api.listTokens() }),
   createToken: (api, _p, body) => api.createToken(body),
   removeToken: (api, p) => api.removeToken(p.token),
+  listEngines: (api) => ({ engines: api.listEngines() }),
+  probeEngine: (api, _p, body) => api.probeEngine(body.url),
+  addEngine: (api, _p, body) => api.addEngine(body),
+  removeEngine: (api, p) => api.removeEngine(p.engine),
   shutdown: (api, _p, _b, query) => api.shutdown({ force: query.force === 'true' }),
 };
 

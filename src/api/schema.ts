@@ -340,6 +340,28 @@ export const CreateTokenRequest = z
   .object({ name: TokenName, scope: TokenScope.default('full') })
   .strict()
   .meta({ id: 'CreateTokenRequest' });
+const RemoteEngineName = TokenName.refine((name) => name !== 'local', 'local is the app’s name for its own engine');
+const EngineUrl = z
+  .string()
+  .regex(/^https?:\/\/[^/?#\s]+\/?$/, 'an engine URL such as https://10.0.0.2:7443 (http or https, no path)')
+  .describe('the engine’s URL: https://HOST:PORT (or http:// on a loopback)');
+const Fingerprint = z
+  .string()
+  .regex(/^(sha256:)?([0-9A-Fa-f]{2}:?){31}[0-9A-Fa-f]{2}$/i, 'a SHA-256 fingerprint (64 hex digits, colons optional)')
+  .describe('the certificate’s SHA-256 fingerprint (AB:CD:…)');
+export const ProbeEngineRequest = z.object({ url: EngineUrl }).strict().meta({ id: 'ProbeEngineRequest' });
+export const AddEngineRequest = z
+  .object({
+    name: RemoteEngineName,
+    url: EngineUrl,
+    token: z.string().min(1).max(1000).describe('a token of that engine (smol token create there)'),
+    fingerprint: Fingerprint.optional().describe(
+      'the fingerprint the person confirmed (POST /engines/probe showed it): only that certificate is accepted; ' +
+        'without it, trust on first use',
+    ),
+  })
+  .strict()
+  .meta({ id: 'AddEngineRequest' });
 
 // ---- responses ----
 
@@ -414,6 +436,25 @@ export const TokenList = z.object({ tokens: z.array(TokenInfo) }).meta({ id: 'To
 export const CreatedToken = TokenInfo.extend({
   token: z.string().describe('the secret, shown this once: the engine keeps only its SHA-256'),
 }).meta({ id: 'CreatedToken' });
+export const RemoteEngineInfo = z
+  .object({
+    name: z.string(),
+    url: z.string(),
+    fingerprint: z.string().nullable().describe('the pinned certificate (null: plain HTTP, or not yet pinned)'),
+    added: Time,
+  })
+  .meta({ id: 'RemoteEngineInfo' });
+export const RemoteEngineList = z.object({ engines: z.array(RemoteEngineInfo) }).meta({ id: 'RemoteEngineList' });
+export const AddedEngine = RemoteEngineInfo.extend({
+  version: z.string().describe('the remote engine’s version, from its health'),
+}).meta({ id: 'AddedEngine' });
+export const EngineProbe = z
+  .object({
+    url: z.string(),
+    fingerprint: z.string().nullable().describe('what the engine presents now (null: plain HTTP)'),
+    pinned: z.string().nullable().describe('what is pinned for that address already, if anything'),
+  })
+  .meta({ id: 'EngineProbe' });
 export const Health = z
   .object({ version: z.string(), pid: z.number().int(), home: z.string(), started: Time })
   .meta({ id: 'Health' });
@@ -626,6 +667,11 @@ export type TokenScope = z.infer<typeof TokenScope>;
 export type CreateTokenRequest = z.infer<typeof CreateTokenRequest>;
 export type TokenInfo = z.infer<typeof TokenInfo>;
 export type CreatedToken = z.infer<typeof CreatedToken>;
+export type ProbeEngineRequest = z.infer<typeof ProbeEngineRequest>;
+export type AddEngineRequest = z.infer<typeof AddEngineRequest>;
+export type RemoteEngineInfo = z.infer<typeof RemoteEngineInfo>;
+export type AddedEngine = z.infer<typeof AddedEngine>;
+export type EngineProbe = z.infer<typeof EngineProbe>;
 export type GcResult = z.infer<typeof GcResult>;
 export type ImageSummary = z.infer<typeof ImageSummary>;
 export type PullImageRequest = z.input<typeof PullImageRequest>;

@@ -19,6 +19,7 @@ import { FILE_ROUTE, ROUTES, WEBSOCKET_ROUTES, matchPath, type Params, type Rout
 import { API_PREFIX, FileQuery, Ref } from '../api/schema.js';
 import type { ApiTokens } from './api-tokens.js';
 import { rejectUpgrade, streamConsole, streamEvents, streamExec } from './api-websockets.js';
+import { ForwardFailure, forwardedPath, type RemoteEngines } from './remote-engines.js';
 import { StaticFailure, resolveStatic, sendFailurePage, sendStatic } from './static-files.js';
 
 export interface ApiServerOptions {
@@ -31,6 +32,8 @@ export interface ApiServerOptions {
   staticRoot?: string;
   /** The data dir's named tokens (api-tokens.ts), accepted on every TCP listener beside its token. */
   tokens?: ApiTokens;
+  /** The remote engines the app reaches through this one: `/api/v1/engines/NAME/…` is forwarded to NAME. */
+  remotes?: RemoteEngines;
 }
 
 /** A TCP listener: where, the data dir's own full token, and HTTPS with this certificate and key when given. */
@@ -82,6 +85,7 @@ class HttpError extends Error {
 function asHttpError(error: unknown): HttpError {
   if (error instanceof HttpError) return error;
   if (error instanceof ApiFailure) return new HttpError(error.status, error.message, {}, error.code);
+  if (error instanceof ForwardFailure) return new HttpError(error.status, error.message, {}, error.reason);
   const message = error instanceof Error ? error.message : String(error);
   const code = codeOf(error);
   return new HttpError(statusForCode(code) ?? 500, message, {}, code);
@@ -167,7 +171,10 @@ function authorize(gate: Gate | null, req: http.IncomingMessage, url: URL): Call
  */
 function checkScope(caller: Caller, method: string, pathname: string): void {
   if (caller.scope === 'full') return;
-  const tokens = pathname === `${API_PREFIX}/tokens` || pathname.startsWith(`${API_PREFIX}/tokens/`);
+  // A forwarded route is checked as the remote engine's own: a read-only caller lists no engine's tokens.
+  const forwarded = forwardedPath(pathname);
+  const inner = forwarded ? `${API_PREFIX}${forwarded.rest}` : pathname;
+  const tokens = inner === `${API_PREFIX}/tokens` || inner.startsWith(`${API_PREFIX}/tokens/`);
   if ((method === 'GET' || method === 'HEAD') && !tokens) return;
   throw new HttpError(403, `the token ${caller.name} is read-only: ${method} ${pathname} needs a full token`);
 }
@@ -311,6 +318,7 @@ async function serve(
   api: EngineApi,
   gate: Gate | null,
   staticRoot: string | undefined,
+  remotes: RemoteEngines | undefined,
   req: http.IncomingMessage,
   res: http.ServerResponse,
 ) {
@@ -319,6 +327,10 @@ async function serve(
     const caller = authorize(gate, req, url);
     if (staticRoot && !isApiPath(url.pathname)) return serveUi(staticRoot, caller, url, req, res);
     checkScope(caller, req.method ?? 'GET', url.pathname);
+    // Another engine's API, through this one (docs/remote.md, "The app with several engines"): the scope checked
+    // above is the local caller's, whatever the remote token may do.
+    const forwarded = remotes ? forwardedPath(url.pathname) : null;
+    if (forwarded) return await remotes!.forward(forwarded.name, forwarded.rest, url.searchParams, req, res);
     const fileParams = matchPath(FILE_ROUTE.path, url.pathname);
     if (fileParams) return await serveFile(api, validParams(fileParams).vm, url, req, res);
     const { route, raw } = findRoute(req.method ?? 'GET', url.pathname);
@@ -355,6 +367,7 @@ function upgrade(
   gate: Gate | null,
   wss: WebSocketServer,
   byToken: StreamsByToken,
+  remotes: RemoteEngines | undefined,
   { req, socket, head }: Upgrade,
 ): void {
   socket.on('error', () => socket.destroy());
@@ -374,6 +387,8 @@ function upgrade(
   try {
     const url = new URL(req.url ?? '/', 'http://engine');
     caller = authorize(gate, req, url);
+    const forwarded = remotes ? forwardedPath(url.pathname) : null;
+    if (forwarded) return forwardUpgrade(remotes!, forwarded, caller, accept, { req, socket, head });
     if (matchPath(EVENTS, url.pathname)) return accept((ws) => streamEvents(api, ws));
     const execParams = matchPath(EXEC, url.pathname);
     const params = execParams ?? matchPath(CONSOLE, url.pathname);
@@ -393,6 +408,37 @@ function upgrade(
       error instanceof URIError ? new HttpError(400, 'path: malformed percent-encoding') : asHttpError(error);
     rejectUpgrade(socket, failure.status, failure.message);
   }
+}
+
+/** Another engine's WebSocket, through this one: the local caller's scope decides what may be done on it. */
+function forwardUpgrade(
+  remotes: RemoteEngines,
+  forwarded: { name: string; rest: string },
+  caller: Caller,
+  accept: (then: (ws: WebSocket) => void) => void,
+  { req, socket }: Upgrade,
+): void {
+  const inner = `${API_PREFIX}${forwarded.rest}`;
+  const exec = matchPath(EXEC, inner) !== null;
+  const isConsole = matchPath(CONSOLE, inner) !== null;
+  if (!exec && !isConsole && !matchPath(EVENTS, inner)) throw new HttpError(404, `no WebSocket at ${req.url}`);
+  if (exec && caller.scope === 'read-only') {
+    throw new HttpError(403, `the token ${caller.name} is read-only: running a command in a guest needs a full token`);
+  }
+  let answered = false;
+  remotes.forwardUpgrade(forwarded.name, forwarded.rest, {
+    readOnly: isConsole && caller.scope === 'read-only' ? `the token ${caller.name} is read-only` : null,
+    accept: (then) => {
+      if (answered || socket.destroyed) return;
+      answered = true;
+      accept(then);
+    },
+    reject: (status, message) => {
+      if (answered) return;
+      answered = true;
+      rejectUpgrade(socket, status, message);
+    },
+  });
 }
 
 // ---- listeners ----
@@ -471,9 +517,11 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   });
   const open = (gate: Gate | null, tls?: { cert: string; key: string }) => {
     const handler = (req: http.IncomingMessage, res: http.ServerResponse) =>
-      void serve(api, gate, staticRoot, req, res);
+      void serve(api, gate, staticRoot, options.remotes, req, res);
     const server = tls ? https.createServer({ ...tls, minVersion: 'TLSv1.2' }, handler) : http.createServer(handler);
-    server.on('upgrade', (req, socket, head) => upgrade(api, gate, wss, byToken, { req, socket, head }));
+    server.on('upgrade', (req, socket, head) =>
+      upgrade(api, gate, wss, byToken, options.remotes, { req, socket, head }),
+    );
     servers.push(server);
     return server;
   };

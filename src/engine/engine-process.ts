@@ -6,6 +6,8 @@ import { packageRoot } from '../package-root.js';
 import { startApiServer } from './api-server.js';
 import { ServeIdentity } from './serve-identity.js';
 import { ApiTokens } from './api-tokens.js';
+import { RemoteEngines } from './remote-engines.js';
+import { clientConfigFile } from '../api/client-config.js';
 import { dataDirCertificate, loadCertificate } from './tls-certificate.js';
 import { Engine } from './engine.js';
 import { writeFileAtomic } from './atomic-file.js';
@@ -133,13 +135,15 @@ export async function runEngine(options: {
   // The built UI for web mode (npm run build:renderer makes it).
   const staticRoot = path.join(packageRoot, 'dist', 'renderer');
   const tokens = new ApiTokens(paths.home, log);
-  const server = await startApiServer({ api: engine, socketPath: paths.socket, staticRoot, tokens });
+  const remotes = new RemoteEngines(clientConfigFile(), log);
+  const server = await startApiServer({ api: engine, socketPath: paths.socket, staticRoot, tokens, remotes });
   // Before any other await: a client that connects the moment the socket appears (smol serve right after starting
   // the engine) must find the engine able to open listeners. No request is handled before this continuation runs.
   // One token for the data dir's listeners, kept across engines, and each host address's last port taken again
   // when free (serve-identity.ts): a page of the last engine's URL goes on working with the next one.
   const identity = new ServeIdentity({ home: paths.home, log });
   engine.tokens = tokens;
+  engine.remotes = remotes;
   engine.listeners = {
     add: async (host, port, tlsFiles) => {
       const preferred = port === 0 ? identity.preferredPort(host) : null;

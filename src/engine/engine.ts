@@ -27,6 +27,10 @@ import type {
   CreateTokenRequest,
   ListenRequest,
   TokenInfo,
+  AddEngineRequest,
+  AddedEngine,
+  EngineProbe,
+  RemoteEngineInfo,
   Listener,
   Logs,
   MemoryStats,
@@ -887,6 +891,35 @@ export class Engine extends EngineCore implements EngineApi {
 
   removeToken(name: string): void {
     this.#tokens().remove(name);
+  }
+
+  /** Set by the engine process: the remote engines the app reaches through this one (remote-engines.ts). */
+  remotes: {
+    list(): RemoteEngineInfo[];
+    probe(url: string): Promise<EngineProbe>;
+    add(request: AddEngineRequest): Promise<AddedEngine>;
+    remove(name: string): void;
+  } | null = null;
+
+  #remotes() {
+    if (!this.remotes) throw new ApiFailure(503, 'this engine reaches no remote engines');
+    return this.remotes;
+  }
+
+  listEngines(): RemoteEngineInfo[] {
+    return this.#remotes().list();
+  }
+
+  probeEngine(url: string): Promise<EngineProbe> {
+    return this.#remotes().probe(url);
+  }
+
+  addEngine(request: AddEngineRequest): Promise<AddedEngine> {
+    return this.#remotes().add(request);
+  }
+
+  removeEngine(name: string): void {
+    this.#remotes().remove(name);
   }
 
   async unlisten(port: number): Promise<void> {
