@@ -3,14 +3,15 @@
 // TLS with a named token. B is added to A through A's API (probe, fingerprint confirmed), then reached only through
 // A: REST, the events and console WebSockets and exec, with A's gate deciding what a read-only caller may do; a
 // stopped B is a quick 502 naming it while A's own API goes on.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import type { CreatedToken, Episode, EngineEvent } from '../../src/api/schema.js';
-import { EngineHome, eventually, root } from './engine-home.js';
+import { EngineHome } from './engine-home.js';
+import { startServe } from './smol-serve.js';
 
 const scratch = mkdtempSync(path.join(tmpdir(), 'smol-engines-'));
 // The engines file A keeps its remote engines in (the one `smol engine add` writes), inherited by every engine here.
@@ -32,26 +33,9 @@ interface Served {
   fingerprint: string | null;
 }
 
-function serve(home: EngineHome, args: string[]): Promise<Served> {
-  const child = spawn(process.execPath, [path.join(root, 'bin', 'smol.js'), 'serve', ...args], {
-    env: { ...process.env, SMOL_HOME: home.dir },
-  });
-  serving.push(child);
-  let output = '';
-  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-  return eventually(
-    'the URL on stdout',
-    async () => {
-      if (child.exitCode !== null) throw new Error(`exited ${child.exitCode} before serving:\n${output}`);
-      const printed = /(https?:\/\/\S+\/\?token=[\w-]+)\n/.exec(output)?.[1];
-      if (!printed || (printed.startsWith('https') && !/fingerprint/.test(output))) return undefined;
-      const url = new URL(printed);
-      const fingerprint = /certificate SHA-256 fingerprint ([0-9A-F:]{95})/.exec(output)?.[1] ?? null;
-      return { child, base: `${url.protocol}//${url.host}`, token: url.searchParams.get('token')!, fingerprint };
-    },
-    60_000,
-  );
+async function serve(home: EngineHome, args: string[]): Promise<Served> {
+  const { child, url, fingerprint } = await startServe(home, args, (started) => serving.push(started));
+  return { child, base: `${url.protocol}//${url.host}`, token: url.searchParams.get('token')!, fingerprint };
 }
 
 interface Answer {

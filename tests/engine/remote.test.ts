@@ -2,7 +2,7 @@
 // VM, and the TypeScript SDK over HTTPS: the data dir's self-signed certificate and its fingerprint, pinning on
 // first use and a changed certificate refused naming both; a wrong token, a read-only token that writes, a revoked
 // token (and its open stream) each refused with a clear message; TLS required beyond the loopback.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
@@ -12,7 +12,8 @@ import { ApiClientError } from '../../src/api/api-client.js';
 import { ClientConfig } from '../../src/api/client-config.js';
 import type { CreatedToken, Vm } from '../../src/api/schema.js';
 import { Smol } from '../../sdk/typescript/smol.js';
-import { EngineHome, eventually, root } from './engine-home.js';
+import { EngineHome } from './engine-home.js';
+import { startServe } from './smol-serve.js';
 
 const home = new EngineHome();
 const scratch = mkdtempSync(path.join(tmpdir(), 'smol-remote-'));
@@ -44,24 +45,7 @@ async function stopServing(): Promise<void> {
 }
 
 function serve(args: string[]): Promise<Served> {
-  const child = spawn(process.execPath, [path.join(root, 'bin', 'smol.js'), 'serve', ...args], {
-    env: { ...process.env, SMOL_HOME: home.dir },
-  });
-  serving = child;
-  let output = '';
-  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-  return eventually(
-    'the URL on stdout',
-    async () => {
-      if (child.exitCode !== null) throw new Error(`exited ${child.exitCode} before serving:\n${output}`);
-      const url = /(https?:\/\/\S+\/\?token=[\w-]+)\n/.exec(output)?.[1];
-      if (!url || (url.startsWith('https') && !/fingerprint/.test(output))) return undefined;
-      const fingerprint = /certificate SHA-256 fingerprint ([0-9A-F:]{95})/.exec(output)?.[1] ?? null;
-      return { child, url: new URL(url), fingerprint };
-    },
-    60_000,
-  );
+  return startServe(home, args, (child) => (serving = child));
 }
 
 /** What openssl itself says the certificate's SHA-256 is (not our code's reading). */
