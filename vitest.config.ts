@@ -1,4 +1,23 @@
+import path from 'node:path';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { defineConfig } from 'vitest/config';
+// @ts-expect-error: a plain JavaScript module without types
+import { balanceShards, labSeconds } from './scripts/lab/shards.js';
+
+/**
+ * `--shard=I/N` splits the files by their measured lab time (tests/linux/lab-seconds.json, scripts/lab/shards.js)
+ * instead of into equal counts: scripts/test.js shards only the Linux guest tests, whose files take 20 s to 10 min.
+ */
+class MeasuredShards extends BaseSequencer {
+  override async shard(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const { index, count } = this.ctx.config.shard!;
+    const relative = (spec: TestSpecification) =>
+      path.relative(this.ctx.config.root, spec.moduleId).split(path.sep).join('/');
+    const shards: Array<{ files: string[] }> = balanceShards(files.map(relative), count, labSeconds());
+    const mine = new Set(shards[index - 1]!.files);
+    return files.filter((spec) => mine.has(relative(spec)));
+  }
+}
 
 // Inside the KVM lab (nested SVM emulated by TCG), a VM now and then dies early or hangs in ways never seen on
 // hardware KVM (docs/lab.md, "Known problems"). There, and only there, a failed VM test runs once more;
@@ -7,6 +26,7 @@ const labRetry = process.env.SMOL_IN_LAB === '1' ? 1 : 0;
 
 export default defineConfig({
   test: {
+    sequence: { sequencer: MeasuredShards },
     projects: [
       {
         test: {

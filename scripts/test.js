@@ -165,7 +165,8 @@ async function kvmPart(label, project, { needs = 'any', labShards = 1 } = {}) {
   const inLab = (argv) => [process.execPath, lab, '--stall', '900', '--', ...argv];
   if (labShards === 1) return vitestPart(name, project, inLab);
   // The Linux guest tests take longer than one lab's 30 minutes in a row (about 40 in all on 2026-12-02): their files
-  // are split over labShards lab VMs at once (vitest --shard), one TCG vCPU each, each with its own timeout and count.
+  // are split over labShards lab VMs at once (vitest --shard), one TCG vCPU each, each with its own timeout and count,
+  // by each file's measured lab time (scripts/lab/shards.js, tests/linux/lab-seconds.json), not vitest's equal counts.
   const shards = Array.from({ length: labShards }, (_, i) => `${i + 1}/${labShards}`);
   return Promise.all(shards.map((shard) => vitestPart(`${name}, shard ${shard}`, project, inLab, {}, shard)));
 }
