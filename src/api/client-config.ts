@@ -6,6 +6,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { writePrivate } from '../engine/serve-identity.js';
+import { withFileLockSync } from './file-lock.js';
 import type { PinStore } from './pinned-tls.js';
 
 export interface RemoteEngine {
@@ -38,21 +39,33 @@ export class ClientConfig implements PinStore {
   ) {}
 
   static load(file = clientConfigFile()): ClientConfig {
-    let data: ConfigFile = { engines: {}, pins: {} };
+    return new ClientConfig(file, ClientConfig.#read(file));
+  }
+
+  static #read(file: string): ConfigFile {
     try {
       const parsed = JSON.parse(readFileSync(file, 'utf8')) as Partial<ConfigFile>;
-      data = { engines: parsed.engines ?? {}, pins: parsed.pins ?? {} };
+      return { engines: parsed.engines ?? {}, pins: parsed.pins ?? {} };
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') {
         throw new Error(`${file}: cannot read the engines file (${(error as Error).message})`);
       }
+      return { engines: {}, pins: {} };
     }
-    return new ClientConfig(file, data);
   }
 
-  #save(): void {
+  /**
+   * Applies `change` to the file as it is now, not as it was when this object read it, and writes it back, under the
+   * file's lock: another process (the CLI, the engine for the app) may have added an engine or a pin meanwhile.
+   */
+  #update(change: (data: ConfigFile) => void): void {
     mkdirSync(path.dirname(this.file), { recursive: true, mode: 0o700 });
-    writePrivate(this.file, `${JSON.stringify(this.data, null, 2)}\n`);
+    withFileLockSync(this.file, () => {
+      const data = ClientConfig.#read(this.file);
+      change(data);
+      writePrivate(this.file, `${JSON.stringify(data, null, 2)}\n`);
+      this.data = data;
+    });
   }
 
   get engines(): Readonly<Record<string, RemoteEngine>> {
@@ -60,19 +73,24 @@ export class ClientConfig implements PinStore {
   }
 
   addEngine(name: string, url: string, token: string): void {
-    this.data.engines[name] = { url, token, added: new Date().toISOString() };
-    this.#save();
+    const added = new Date().toISOString();
+    this.#update((data) => {
+      data.engines[name] = { url, token, added };
+    });
   }
 
   removeEngine(name: string): boolean {
-    const engine = this.data.engines[name];
-    if (!engine) return false;
-    delete this.data.engines[name];
-    const key = pinKey(engine.url);
-    // The pin goes too, unless another name reaches the same address.
-    if (!Object.values(this.data.engines).some((e) => pinKey(e.url) === key)) delete this.data.pins[key];
-    this.#save();
-    return true;
+    let removed = false;
+    this.#update((data) => {
+      const engine = data.engines[name];
+      if (!engine) return;
+      delete data.engines[name];
+      const key = pinKey(engine.url);
+      // The pin goes too, unless another name reaches the same address.
+      if (!Object.values(data.engines).some((e) => pinKey(e.url) === key)) delete data.pins[key];
+      removed = true;
+    });
+    return removed;
   }
 
   get(where: string): { fingerprint: string; since: string } | null {
@@ -80,12 +98,15 @@ export class ClientConfig implements PinStore {
   }
 
   set(where: string, fingerprint: string): void {
-    this.data.pins[where] = { fingerprint, since: new Date().toISOString() };
-    this.#save();
+    const since = new Date().toISOString();
+    this.#update((data) => {
+      data.pins[where] = { fingerprint, since };
+    });
   }
 
   forget(where: string): void {
-    delete this.data.pins[where];
-    this.#save();
+    this.#update((data) => {
+      delete data.pins[where];
+    });
   }
 }

@@ -11,9 +11,11 @@ import hashlib
 import json
 import os
 import ssl
+import contextlib
 import tempfile
+import time
 import urllib.parse
-from typing import Optional
+from typing import Iterator, Optional
 
 from ._errors import EngineUnavailable, SmolError
 from ._protocol import Target
@@ -67,6 +69,59 @@ def _write(path: str, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def _owner_alive(lock: str) -> bool:
+    try:
+        with open(lock, encoding="utf-8") as f:
+            text = f.read().strip()
+        if time.time() - os.stat(lock).st_mtime > 30:
+            return False
+    except OSError:
+        return True  # gone or being written this instant: try again
+    if not text.isdigit() or int(text) <= 0:
+        return True  # its owner has not written its pid yet
+    try:
+        os.kill(int(text), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[None]:
+    """Holds ``PATH.lock`` as the CLI and the engine do (src/api/file-lock.ts): made with O_EXCL and holding the
+    owner's pid, taken over when its owner is gone, waited for 5 s when it lives. Without it, two writers of the
+    engines file each write back what they read plus their own change, and the last one drops the other's."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    lock = path + ".lock"
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            if not _owner_alive(lock):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(lock)
+                continue
+            if time.monotonic() > deadline:
+                raise SmolError(
+                    f"{path} is being changed by another process ({lock}); try again, or remove {lock} if it is not"
+                ) from None
+            time.sleep(0.005)
+            continue
+        try:
+            os.write(fd, f"{os.getpid()}\n".encode())
+        finally:
+            os.close(fd)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock)
+        return
+
+
 def insecure_context() -> ssl.SSLContext:
     """TLS without the CA check: the fingerprint is the check (``check_pin`` right after the handshake)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -100,13 +155,18 @@ def check_pin(sock: ssl.SSLSocket, where: str, fingerprint: Optional[str], pins:
             refuse(wanted, "the fingerprint given is")
         return
     path = pins or engines_file()
-    data = _read(path)
-    pinned = data["pins"].get(where)
+    pinned = _read(path)["pins"].get(where)
     if pinned is None:
-        now = datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
-        data["pins"][where] = {"fingerprint": presented, "since": now}
-        _write(path, data)
-    elif pinned["fingerprint"] != presented:
+        # Pinned under the lock, into the file as it is then (another process may have added to it, or pinned this
+        # engine, meanwhile).
+        with _locked(path):
+            data = _read(path)
+            pinned = data["pins"].get(where)
+            if pinned is None:
+                now = datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+                data["pins"][where] = {"fingerprint": presented, "since": now}
+                _write(path, data)
+    if pinned is not None and pinned["fingerprint"] != presented:
         refuse(pinned["fingerprint"], f"since {pinned['since']} it is pinned to")
 
 
