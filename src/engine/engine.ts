@@ -48,6 +48,7 @@ import { planBoot, prepareImage } from './boot-plan.js';
 import { episodeWorkload, withWorkload } from './exec-workload.js';
 import { EngineCore, KIND_STEMS, type EngineOptions } from './engine-core.js';
 import { diffPoints, readRecording } from './episode-diff.js';
+import { WorkGate } from './work-gate.js';
 import type { DiffQuery, DiffResponse } from '../api/diff-schema.js';
 import { METRICS_INTERVAL_MS } from './metrics.js';
 import { EpisodeRecord, LIVE_STATES, freshName, type VmRecord } from './episode-registry.js';
@@ -177,8 +178,15 @@ export class Engine extends EngineCore implements EngineApi {
     return this.store.resolve(ref);
   }
 
+  /** Diffs export every disk twice and run a sandboxed reader: two at once, eight waiting (docs/diff.md, "Cost"). */
+  readonly #diffs = new WorkGate('diffs', 2, 8);
+
   /** What changed between two snapshots of an episode: each disk's files and the console between (docs/diff.md). */
-  async diff(query: DiffQuery): Promise<DiffResponse> {
+  diff(query: DiffQuery): Promise<DiffResponse> {
+    return this.#diffs.run(() => this.#diff(query));
+  }
+
+  async #diff(query: DiffQuery): Promise<DiffResponse> {
     const [from, to] = [this.store.resolve(query.from), this.store.resolve(query.to)];
     const episodeId = from.episode ?? to.episode;
     const episode = episodeId ? this.episodes.get(episodeId) : undefined;
