@@ -32,7 +32,30 @@ describe('smol bench arguments', () => {
 
   it('names the benchmarks it knows when given another', () => {
     expect(() => parseBenchArgs(['forks'])).toThrow(
-      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, console, disk, net, sdk, image, pack, burst, soak)',
+      'unknown benchmark forks (known: vm-create, boot, snapshot, restore, fork, fanout, reset, exec, files, ui, console, disk, net, sdk, image, pack, burst, soak, clients)',
+    );
+  });
+
+  it('clients defaults to 1,000 episodes, 200 clients, 4 running, 20 s, 3 runs, and names a misfit option', () => {
+    expect(parseBenchArgs(['clients'])).toEqual({
+      name: 'clients',
+      json: false,
+      runs: 3,
+      episodes: 1000,
+      clients: 200,
+      running: 4,
+      seconds: 20,
+    });
+    expect(parseBenchArgs(['clients', '--clients', '50', '--running', '0', '--json'])).toMatchObject({
+      clients: 50,
+      running: 0,
+      json: true,
+    });
+    expect(() => parseBenchArgs(['clients', '--episodes', '2', '--running', '3'])).toThrow(
+      '--running 3 is more than --episodes 2: running ones are episodes too',
+    );
+    expect(() => parseBenchArgs(['clients', '--count', '3'])).toThrow(
+      '--count is not an option of the clients benchmark',
     );
   });
 

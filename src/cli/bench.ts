@@ -10,6 +10,7 @@ import { benchNet, formatNetBenchResult, type NetBenchResult } from '../bench/ne
 import { benchImage, benchImageBoot, formatImageBenchResult, formatImageBootResult } from '../bench/image.js';
 import { benchPack, formatPackBenchResult } from '../bench/pack.js';
 import { benchBurst, formatBurstBenchResult } from '../bench/burst.js';
+import { benchClients, formatClientsBenchResult } from '../bench/clients.js';
 import { benchSoak, formatSoakBenchResult } from '../bench/soak.js';
 import { formatTraceBreakdown } from '../bench/trace.js';
 import { benchReset } from '../bench/reset.js';
@@ -44,6 +45,7 @@ export const BENCHMARKS = [
   'pack',
   'burst',
   'soak',
+  'clients',
 ] as const;
 const SNAPSHOT_BENCHMARKS = ['snapshot', 'restore', 'fork', 'fanout'] as const;
 /** Guest RAM sizes the snapshot benchmarks measure unless --memory names one. */
@@ -72,6 +74,7 @@ export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--ke
        smol bench pack [--json] [--runs N] [--memory MiB]
        smol bench burst [--json] [--runs N] [--count N]
        smol bench soak [--json] [--minutes N] [--restore-every N]
+       smol bench clients [--json] [--runs N] [--episodes N] [--clients N] [--running N] [--seconds N]
 
 Benchmarks:
   vm-create   create → first serial byte of a printing tiny guest, and a create+kill cycle
@@ -138,6 +141,12 @@ Benchmarks:
               every 100th (--restore-every N) checkpoint forked and the child checked to run. Prints
               each series' min, max and slope; exits 1 when one grew without bound (docs/survival.md)
               or a restore failed
+  clients     through a real engine whose store holds --episodes episodes (default 1,000; --running of
+              them, default 4, running echo guests): --clients clients (default 200), each its own
+              connection, for --seconds (default 20) listing every episode, and every 10th request
+              typing into a running VM's console or reading its last lines: each kind's p50 and p99
+              (goal: the list's p99 under 100 ms), requests per second, failures, and the engine's fds
+              and RSS before, during and after. 3 runs by default
 
 Options:
   --runs N        measured runs per metric, 1 to 10000 (default 20 for vm-create, snapshot, restore
@@ -201,7 +210,16 @@ export type BenchArgs =
   | { name: 'image'; json: boolean; runs: number; boot: boolean }
   | { name: 'pack'; json: boolean; runs: number; memoryMiB: number[] }
   | { name: 'burst'; json: boolean; runs: number; count: number }
-  | { name: 'soak'; json: boolean; minutes: number; restoreEvery: number };
+  | { name: 'soak'; json: boolean; minutes: number; restoreEvery: number }
+  | {
+      name: 'clients';
+      json: boolean;
+      runs: number;
+      episodes: number;
+      clients: number;
+      running: number;
+      seconds: number;
+    };
 
 const FLAGS = {
   json: { type: 'boolean', default: false },
@@ -219,6 +237,9 @@ const FLAGS = {
   count: { type: 'string' },
   minutes: { type: 'string' },
   'restore-every': { type: 'string' },
+  clients: { type: 'string' },
+  running: { type: 'string' },
+  seconds: { type: 'string' },
   file: { type: 'string', short: 'f' },
   episodes: { type: 'string' },
   snapshots: { type: 'string' },
@@ -317,6 +338,28 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
       json: flags.json,
       runs: parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 100, default: 3 }),
       count: parseIntegerFlag('bench', '--count', flags.count, { min: 1, max: 1024, default: 256 }),
+    };
+  }
+  if (name === 'clients') {
+    const allowed = ['json', 'runs', 'episodes', 'clients', 'running', 'seconds', 'linux', 'help'];
+    const misplaced = Object.keys(flags).find((flag) => !allowed.includes(flag));
+    if (misplaced || flags.linux)
+      throw new UsageError('bench', `--${misplaced ?? 'linux'} is not an option of the clients benchmark`);
+    const episodes = parseIntegerFlag('bench', '--episodes', flags.episodes, { min: 1, max: 100_000, default: 1000 });
+    const running = parseIntegerFlag('bench', '--running', flags.running, { min: 0, max: 64, default: 4 });
+    if (running > episodes)
+      throw new UsageError(
+        'bench',
+        `--running ${running} is more than --episodes ${episodes}: running ones are episodes too`,
+      );
+    return {
+      name,
+      json: flags.json,
+      runs: parseIntegerFlag('bench', '--runs', flags.runs, { min: 1, max: 100, default: 3 }),
+      episodes,
+      clients: parseIntegerFlag('bench', '--clients', flags.clients, { min: 1, max: 5000, default: 200 }),
+      running,
+      seconds: parseIntegerFlag('bench', '--seconds', flags.seconds, { min: 1, max: 3600, default: 20 }),
     };
   }
   if (name === 'soak') {
@@ -497,6 +540,13 @@ export async function runBench(argv: string[]): Promise<number> {
     const progress = (line: string) => process.stderr.write(`bench burst: ${line}\n`);
     const result = await benchBurst({ runs: args.runs, count: args.count, progress });
     process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatBurstBenchResult(result));
+    return 0;
+  }
+  if (args.name === 'clients') {
+    const progress = (line: string) => process.stderr.write(`bench clients: ${line}\n`);
+    const { runs, episodes, clients, running, seconds } = args;
+    const result = await benchClients({ runs, episodes, clients, running, seconds, progress });
+    process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatClientsBenchResult(result));
     return 0;
   }
   if (args.name === 'soak') {
