@@ -169,6 +169,12 @@ describe('the app with several engines', () => {
     await page.getByRole('button', { name: 'Back to episodes' }).click();
     await visible(page.getByRole('button', { name: `Open episode ${local.name}` }));
     expect(new URL(page.url()).hash).toBe('#/');
+    // Back opens it again; the brand goes to the list from it too.
+    await page.goBack();
+    await visible(page.getByRole('heading', { level: 2, name: 'far' }));
+    await page.getByRole('button', { name: 'Smol Studio' }).click();
+    await visible(page.getByRole('button', { name: `Open episode ${local.name}` }));
+    expect(new URL(page.url()).hash).toBe('#/');
   });
 
   step('B killed: marked unreachable in the list and the dialog, A’s episodes go on', async () => {

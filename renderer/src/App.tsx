@@ -84,6 +84,12 @@ export function App() {
   const remoteOpen = useEnginesState((s) => s.open);
   const episodeId = useAppState((s) => s.episodeId);
   const imagesOpen = useImagesOpen();
+  // The brand goes back to the list, from an episode of any engine.
+  const home = () => {
+    if (imagesOpen) return leaveImages(app.store);
+    const remote = engines.store.getState().engines.find((e) => e.name === remoteOpen);
+    closeEpisode(remote?.app.store ?? app.store);
+  };
   useEffect(() => installShortcuts(app), [app]);
   useEffect(() => installMachineDrop(app.store, window, smolBridge(window)), [app]);
   // Consoles of VMs that are gone end with them.
@@ -97,7 +103,7 @@ export function App() {
   return (
     <div className="app">
       <header className="topbar">
-        <button className="brand link" onClick={() => (imagesOpen ? leaveImages(app.store) : closeEpisode(app.store))}>
+        <button className="brand link" onClick={home}>
           Smol Studio
         </button>
         <Connection />

@@ -119,6 +119,7 @@ export function EnginesDialog({ onClose }: { onClose: () => void }) {
         </p>
       )}
       <form
+        hidden={!supported}
         onSubmit={(e) => {
           e.preventDefault();
           if (probe) confirm();
