@@ -73,6 +73,7 @@ describe('the app with several engines', () => {
     const note = dialog().getByRole('note', { name: 'Certificate fingerprint' });
     await visible(note);
     expect(await note.innerText()).toContain(b.fingerprint!);
+    await ui.shot('engines-probe');
     await dialog().getByRole('button', { name: 'Confirm and add' }).click();
     await until('the wrong token refused', alertText, (text) => text.includes('refuses the token (wrong token)'));
 

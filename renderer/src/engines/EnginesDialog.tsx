@@ -155,8 +155,8 @@ export function EnginesDialog({ onClose }: { onClose: () => void }) {
           <p role="note" aria-label="Certificate fingerprint" className="probe">
             {probe.fingerprint ? (
               <>
-                {probe.url} presents the certificate with SHA-256 fingerprint <code>{probe.fingerprint}</code>. Compare
-                it with the one <code>smol serve</code> printed there before adding it.
+                {probe.url} presents the certificate with SHA-256 fingerprint:<code>{probe.fingerprint}</code>Compare it
+                with the one <code>smol serve</code> printed there before adding it.
                 {probe.pinned && probe.pinned !== probe.fingerprint && (
                   <strong> It is not the {probe.pinned} pinned for that address before.</strong>
                 )}
