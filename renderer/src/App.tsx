@@ -1,13 +1,16 @@
 // The window: a top bar with the connection's state, the episodes list or an open episode, and the overlays.
 import { useEffect } from 'react';
-import { useApp, useAppState } from './app-context.js';
-import { pruneConsoleSessions } from './console/console-sessions.js';
+import { useStore } from 'zustand';
+import { AppContext, useApp, useAppState } from './app-context.js';
 import { installMachineDrop } from './machine-drop.js';
 import { installShortcuts } from './shortcuts.js';
 import { smolBridge } from './transport/electron-transport.js';
+import { createAppStore } from './store/app-store.js';
 import { closeEpisode, setPaletteOpen } from './store/selection.js';
 import { CommandPalette } from './views/CommandPalette.js';
 import { Dialogs } from './views/Dialogs.js';
+import { EnginesButton } from './engines/EnginesDialog.js';
+import { useEngines, useEnginesState } from './engines/engine-stores.js';
 import { EpisodeList } from './views/EpisodeList.js';
 import { EpisodeView } from './views/EpisodeView.js';
 import { ImagesView } from './images/ImagesView.js';
@@ -44,28 +47,68 @@ function Disconnected() {
   );
 }
 
+/** A remote engine's open episode: the same views over that engine's store (engines/engine-stores.ts). */
+function RemoteEpisode({ name }: { name: string }) {
+  const engine = useEnginesState((s) => s.engines.find((e) => e.name === name));
+  const episodeId = useStore(engine?.app.store ?? NO_STORE, (s) => s.episodeId);
+  if (!engine || !episodeId) return null;
+  return (
+    <AppContext.Provider value={engine.app}>
+      <p className="engine-banner" role="status">
+        Engine <strong>{name}</strong>: <RemoteConnection />
+      </p>
+      <EpisodeView episodeId={episodeId} />
+      <Dialogs />
+      <Toasts />
+    </AppContext.Provider>
+  );
+}
+
+/** The remote engine's reachability, where the local one's out-of-reach wall would be. */
+function RemoteConnection() {
+  const { state, why } = useAppState((s) => s.connection);
+  return state === 'open' ? (
+    <>connected</>
+  ) : state === 'connecting' ? (
+    <>connecting…</>
+  ) : (
+    <span className="unreachable">unreachable ({why ?? 'no answer'}), retrying; actions are off until it is back</span>
+  );
+}
+
+const NO_STORE = createAppStore();
+
 export function App() {
   const app = useApp();
+  const engines = useEngines();
+  const remoteOpen = useEnginesState((s) => s.open);
   const episodeId = useAppState((s) => s.episodeId);
   const imagesOpen = useImagesOpen();
+  // The brand goes back to the list, from an episode of any engine.
+  const home = () => {
+    if (imagesOpen) return leaveImages(app.store);
+    const remote = engines.store.getState().engines.find((e) => e.name === remoteOpen);
+    closeEpisode(remote?.app.store ?? app.store);
+  };
   useEffect(() => installShortcuts(app), [app]);
   useEffect(() => installMachineDrop(app.store, window, smolBridge(window)), [app]);
   // Consoles of VMs that are gone end with them.
   useEffect(
     () =>
       app.store.subscribe((state, previous) => {
-        if (state.engine.vms !== previous.engine.vms) pruneConsoleSessions(new Set(Object.keys(state.engine.vms)));
+        if (state.engine.vms !== previous.engine.vms) engines.pruneConsoles();
       }),
-    [app],
+    [app, engines],
   );
   return (
     <div className="app">
       <header className="topbar">
-        <button className="brand link" onClick={() => (imagesOpen ? leaveImages(app.store) : closeEpisode(app.store))}>
+        <button className="brand link" onClick={home}>
           Smol Studio
         </button>
         <Connection />
         <div className="spacer" />
+        <EnginesButton />
         <button onClick={() => showImages(app.store)} aria-pressed={imagesOpen}>
           Images
         </button>
@@ -74,7 +117,17 @@ export function App() {
         </button>
       </header>
       <Disconnected />
-      <main>{imagesOpen ? <ImagesView /> : episodeId ? <EpisodeView episodeId={episodeId} /> : <EpisodeList />}</main>
+      <main>
+        {imagesOpen ? (
+          <ImagesView />
+        ) : episodeId ? (
+          <EpisodeView episodeId={episodeId} />
+        ) : remoteOpen ? (
+          <RemoteEpisode name={remoteOpen} />
+        ) : (
+          <EpisodeList />
+        )}
+      </main>
       <Dialogs />
       <CommandPalette />
       <Toasts />

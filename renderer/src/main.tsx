@@ -1,5 +1,6 @@
 // The UI's entry. In the desktop app the preload bridge is there and carries the API (electron-transport.ts); in web
-// mode the engine that served this page is the one to talk to, with the page's token.
+// mode the engine that served this page is the one to talk to, with the page's token, and the remote engines it
+// reaches (engines/engine-stores.ts).
 import '@xterm/xterm/css/xterm.css';
 import '@xyflow/react/dist/style.css';
 import './styles.css';
@@ -17,6 +18,7 @@ import { takePageToken } from './transport/page-token.js';
 import type { Transport } from './transport/transport.js';
 import { WebTransport } from './transport/web-transport.js';
 import { CrashPage } from './views/CrashPage.js';
+import { createEngines, EnginesContext } from './engines/engine-stores.js';
 
 const bridge = smolBridge(window);
 const transport: Transport = bridge
@@ -27,14 +29,18 @@ const operations = new Operations(store, transport);
 const metrics = new MetricsStore(transport);
 connectStore(store, transport, requestAnimationFrame, metrics);
 installRouting(store, window);
-if (bridge) installDesktop({ store, operations, transport, metrics }, bridge);
+const app = { store, operations, transport, metrics };
+const engines = createEngines(app, window);
+if (bridge) installDesktop(app, bridge);
 
 createRoot(document.getElementById('root')!).render(
   <StrictMode>
-    <AppContext.Provider value={{ store, operations, transport, metrics }}>
-      <CrashPage>
-        <App />
-      </CrashPage>
+    <AppContext.Provider value={app}>
+      <EnginesContext.Provider value={engines}>
+        <CrashPage>
+          <App />
+        </CrashPage>
+      </EnginesContext.Provider>
     </AppContext.Provider>
   </StrictMode>,
 );

@@ -37,6 +37,11 @@ export class WebTransport implements Transport {
     /** The engine's origin, `http://127.0.0.1:PORT`. */
     readonly origin: string,
     readonly token: string | null,
+    /**
+     * Under /api/v1 before every path: `/engines/NAME` reaches a remote engine through this one (docs/remote.md,
+     * "The app with several engines"), its REST and WebSockets alike.
+     */
+    readonly prefix = '',
   ) {}
 
   async request<T>(method: Method, path: string, body?: unknown): Promise<T> {
@@ -45,7 +50,7 @@ export class WebTransport implements Transport {
     if (body !== undefined) headers['content-type'] = 'application/json';
     let response: Response;
     try {
-      response = await fetch(`${this.origin}${API_PREFIX}${path}`, {
+      response = await fetch(`${this.origin}${API_PREFIX}${this.prefix}${path}`, {
         method,
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
@@ -66,7 +71,7 @@ export class WebTransport implements Transport {
   }
 
   #socket(path: string): WebSocket {
-    const url = new URL(`${API_PREFIX}${path}`, this.origin);
+    const url = new URL(`${API_PREFIX}${this.prefix}${path}`, this.origin);
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
     if (this.token) url.searchParams.set('token', this.token);
     return new WebSocket(url);
@@ -97,9 +102,10 @@ export class WebTransport implements Transport {
         timer = setTimeout(connect, RECONNECT_MS[Math.min(attempt++, RECONNECT_MS.length - 1)]);
         // A browser does not say why a WebSocket was refused: ask, so a replaced token is told from an engine away.
         void this.request('GET', '/health').catch((error: unknown) => {
-          if (!closed && error instanceof TransportError && error.status === 401 && ws === socket) {
-            handlers.onState('closed', REFUSED_TOKEN);
-          }
+          if (closed || !(error instanceof TransportError) || ws !== socket) return;
+          if (error.status === 401) handlers.onState('closed', REFUSED_TOKEN);
+          // A remote engine through this one: the local engine's 502 says which and why (unreachable, its token).
+          else if (this.prefix && error.status === 502) handlers.onState('closed', error.message);
         });
       };
     };

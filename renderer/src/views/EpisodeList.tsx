@@ -2,9 +2,13 @@
 // row subscribes to its own episode only, so an event about one episode re-renders one row.
 // CPU and memory sparklines sum the episode's running VMs (metrics events, Sparkline.tsx). A click on a column's
 // header sorts by it, again the other way (sort-order.ts: kept across reloads); newest first until then.
-import { memo, useEffect, useRef, useState } from 'react';
+// With remote engines added (docs/remote.md), an Engine column and filter: each remote engine's episodes come after
+// the local ones, sorted the same way, each row drawn from its own engine's store (engines/engine-stores.ts); an
+// engine out of reach keeps its rows, marked, or says so in one row.
+import { memo, useEffect, useRef, useState, type ReactNode } from 'react';
 import { useShallow } from 'zustand/react/shallow';
-import { useApp, useAppState } from '../app-context.js';
+import { AppContext, useApp, useAppState } from '../app-context.js';
+import { useEngines, useEnginesState, type RemoteEngine } from '../engines/engine-stores.js';
 import { useNow } from '../clock.js';
 import { formatBytes, formatDuration, formatTime } from '../format.js';
 import { sortBy, useSortOrder, type SortOrder } from '../sort-order.js';
@@ -88,8 +92,33 @@ function useWindow(count: number) {
   return { scroller, first, last, above: first * ROW_HEIGHT, below: (count - last) * ROW_HEIGHT };
 }
 
-const EpisodeRow = memo(function EpisodeRow({ id, index }: { id: string; index: number }) {
+/** The Engine cell of a row: the engine's name, and whether it is out of reach now. */
+function EngineCell({ name }: { name: string }) {
+  const connection = useAppState((s) => s.connection);
+  return (
+    <td className="engine-cell">
+      {name}
+      {connection.state === 'closed' && (
+        <div className="sub unreachable" title={connection.why ?? undefined}>
+          unreachable
+        </div>
+      )}
+    </td>
+  );
+}
+
+const EpisodeRow = memo(function EpisodeRow({
+  id,
+  index,
+  engine,
+}: {
+  id: string;
+  index: number;
+  /** The Engine column's name (`local` or a remote engine's), or null when there is no such column. */
+  engine: string | null;
+}) {
   const { store } = useApp();
+  const away = useAppState((s) => engine !== null && engine !== 'local' && s.connection.state === 'closed');
   const episode = useAppState((s) => s.engine.episodes[id]);
   const ticked = useAppState((s) => s.ticked.includes(id));
   const busy = useAppState((s) => s.busy[`episode:${id}`]);
@@ -115,9 +144,16 @@ const EpisodeRow = memo(function EpisodeRow({ id, index }: { id: string; index: 
   const open = () => openEpisode(store, id, episode.vmIds[0] ?? null);
   const tick = () => toggleTicked(store, id);
   return (
-    <tr className={ticked ? 'ticked' : undefined} aria-selected={ticked} aria-rowindex={index + 2}>
+    <tr
+      className={[ticked && 'ticked', away && 'away'].filter(Boolean).join(' ') || undefined}
+      aria-selected={ticked}
+      aria-rowindex={index + 2}
+    >
       <td className="check">
-        <input type="checkbox" checked={ticked} onChange={tick} aria-label={`Select ${episode.name}`} />
+        {/* Bulk actions are the local engine's: a remote engine's rows have no box. */}
+        {(engine === null || engine === 'local') && (
+          <input type="checkbox" checked={ticked} onChange={tick} aria-label={`Select ${episode.name}`} />
+        )}
       </td>
       <td>
         <button className="link" onClick={open} aria-label={`Open episode ${episode.name}`}>
@@ -127,6 +163,7 @@ const EpisodeRow = memo(function EpisodeRow({ id, index }: { id: string; index: 
           {episode.smolfile.path.split('/').at(-1)}
         </div>
       </td>
+      {engine !== null && <EngineCell name={engine} />}
       <td>
         <StateBadge state={episode.state} />
         {busy && <span className="busy">{busy}</span>}
@@ -148,17 +185,11 @@ const EpisodeRow = memo(function EpisodeRow({ id, index }: { id: string; index: 
   );
 });
 
-export function EpisodeList() {
-  const { store, operations } = useApp();
-  const search = useAppState((s) => s.search);
-  const ticked = useAppState(useShallow((s) => s.ticked));
-  const online = useAppState(connected);
-  const total = useAppState((s) => s.engine.episodeIds.filter((id) => !s.pendingDeletes.includes(id)).length);
-  const connection = useAppState((s) => s.connection.state);
-  const [order, sortOn] = useSortOrder('episodes', COLUMNS, NEWEST_FIRST);
-  const ids = useAppState(
+/** The ids of the context's engine's episodes that `search` matches, in `order`. */
+function useShownIds(search: string, order: SortOrder<Column>): string[] {
+  return useAppState(
     useShallow((s) => {
-      const needle = s.search.trim().toLowerCase();
+      const needle = search.trim().toLowerCase();
       const shown = s.engine.episodeIds.filter((id) => {
         if (s.pendingDeletes.includes(id)) return false;
         const episode = s.engine.episodes[id];
@@ -172,6 +203,73 @@ export function EpisodeList() {
       return sortBy(shown, (id) => sortKey(s, id, order.column), order.direction);
     }),
   );
+}
+
+const COLUMN_COUNT = 10;
+
+/** A remote engine's rows, each from its own store; while it is out of reach and nothing was loaded, one row saying so. */
+function RemoteRowsOf({ name, search, order }: { name: string; search: string; order: SortOrder<Column> }) {
+  const ids = useShownIds(search, order);
+  const connection = useAppState((s) => s.connection);
+  const loaded = useAppState((s) => s.engine.episodeIds.length > 0);
+  if (!loaded && connection.state !== 'open') {
+    return (
+      <tr className="engine-note" aria-label={`Engine ${name}`}>
+        <td className="check" />
+        <td colSpan={COLUMN_COUNT - 1} className={connection.state === 'closed' ? 'unreachable' : 'muted'}>
+          {name}:{' '}
+          {connection.state === 'closed' ? `unreachable (${connection.why ?? 'no answer'}), retrying` : 'connecting…'}
+        </td>
+      </tr>
+    );
+  }
+  return ids.map((id, i) => <EpisodeRow key={id} id={id} index={i} engine={name} />);
+}
+
+function RemoteRows(props: { engine: RemoteEngine; search: string; order: SortOrder<Column> }): ReactNode {
+  return (
+    <AppContext.Provider value={props.engine.app}>
+      <RemoteRowsOf name={props.engine.name} search={props.search} order={props.order} />
+    </AppContext.Provider>
+  );
+}
+
+/** All engines, or one: shown once a remote engine is added. */
+function EngineFilter() {
+  const engines = useEngines();
+  const names = useEnginesState(useShallow((s) => s.engines.map((e) => e.name)));
+  const filter = useEnginesState((s) => s.filter);
+  return (
+    <select
+      aria-label="Filter by engine"
+      value={filter ?? ''}
+      onChange={(e) => engines.setFilter(e.target.value || null)}
+    >
+      <option value="">All engines</option>
+      <option value="local">local</option>
+      {names.map((name) => (
+        <option key={name} value={name}>
+          {name}
+        </option>
+      ))}
+    </select>
+  );
+}
+
+export function EpisodeList() {
+  const { store, operations } = useApp();
+  const search = useAppState((s) => s.search);
+  const ticked = useAppState(useShallow((s) => s.ticked));
+  const online = useAppState(connected);
+  const total = useAppState((s) => s.engine.episodeIds.filter((id) => !s.pendingDeletes.includes(id)).length);
+  const connection = useAppState((s) => s.connection.state);
+  const [order, sortOn] = useSortOrder('episodes', COLUMNS, NEWEST_FIRST);
+  const remotes = useEnginesState((s) => s.engines);
+  const filter = useEnginesState((s) => s.filter);
+  const several = remotes.length > 0;
+  const shownRemotes = remotes.filter((e) => filter === null || filter === e.name);
+  const localIds = useShownIds(search, order);
+  const ids = filter === null || filter === 'local' ? localIds : [];
   const { scroller, first, last, above, below } = useWindow(ids.length);
   const allTicked = ids.length > 0 && ids.every((id) => ticked.includes(id));
   return (
@@ -185,6 +283,7 @@ export function EpisodeList() {
           value={search}
           onChange={(e) => setSearch(store, e.target.value)}
         />
+        {several && <EngineFilter />}
         <div className="spacer" />
         <span className="muted" aria-live="polite">
           {ticked.length > 0 ? `${ticked.length} selected` : `${ids.length} of ${total}`}
@@ -209,7 +308,7 @@ export function EpisodeList() {
           New episode
         </button>
       </div>
-      {total === 0 ? (
+      {total === 0 && !several ? (
         <div className="empty">
           <h2>No episodes yet</h2>
           {connection === 'open' ? (
@@ -240,6 +339,7 @@ export function EpisodeList() {
                 <SortHeader column="name" order={order} choose={sortOn}>
                   Episode
                 </SortHeader>
+                {several && <th>Engine</th>}
                 <SortHeader column="state" order={order} choose={sortOn}>
                   State
                 </SortHeader>
@@ -264,14 +364,17 @@ export function EpisodeList() {
             <tbody>
               {above > 0 && <tr className="spacer-row" style={{ height: above }} aria-hidden="true" />}
               {ids.slice(first, last).map((id, i) => (
-                <EpisodeRow key={id} id={id} index={first + i} />
+                <EpisodeRow key={id} id={id} index={first + i} engine={several ? 'local' : null} />
               ))}
               {below > 0 && <tr className="spacer-row" style={{ height: below }} aria-hidden="true" />}
+              {shownRemotes.map((engine) => (
+                <RemoteRows key={engine.name} engine={engine} search={search} order={order} />
+              ))}
             </tbody>
           </table>
         </div>
       )}
-      {total > 0 && ids.length === 0 && <p className="empty">No episode matches “{search}”.</p>}
+      {total > 0 && ids.length === 0 && !several && <p className="empty">No episode matches “{search}”.</p>}
     </section>
   );
 }

@@ -1,0 +1,251 @@
+// Tier 4 (TESTING.md): the app with several engines (docs/remote.md, "The app with several engines"), in Debian's
+// Chromium against two real engines: A serves the page (as `smol serve` does), B serves over TLS with a named token
+// in its own data dir. B is added through the Engines dialog (its fingerprint shown and confirmed; a wrong token, a
+// name taken and an address that does not answer each refused with the reason), its episode shows in A's list with
+// its engine and opens at #/engines/b/episodes/ID with its console, all through A. B killed: the list marks it
+// unreachable and A's own episodes go on; B served again at the same address: the page finds it by itself.
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect } from 'vitest';
+import type { CreatedToken, Episode } from '../src/api/schema.js';
+import { EngineHome } from '../tests/engine/engine-home.js';
+import { startServe, type Serving } from '../tests/engine/smol-serve.js';
+import { newEpisode, type UiSession, uiStory, until, visible } from './ui-page.js';
+
+// The engines file A keeps B in (with B's token), a throwaway one: never this machine's own.
+const scratch = mkdtempSync(path.join(tmpdir(), 'smol-e2e-engines-'));
+const remote = new EngineHome();
+const serving: ChildProcess[] = [];
+afterAll(async () => {
+  for (const child of serving) if (child.exitCode === null) child.kill('SIGKILL');
+  await remote.destroy();
+  rmSync(scratch, { recursive: true, force: true });
+}, 120_000);
+
+let ui: UiSession;
+const step = uiStory((s) => (ui = s), { SMOL_CLIENT_CONFIG: path.join(scratch, 'engines.json') });
+
+const consoleText = () => ui.page.locator('[data-testid=console] .xterm-rows').innerText();
+
+describe('the app with several engines', () => {
+  let b: Serving;
+  let bBase = '';
+  let bToken = '';
+  let local: Episode;
+  let far: { id: string; name: string };
+  const dialog = () => ui.page.getByRole('dialog', { name: 'Engines' });
+  const alertText = () => dialog().getByRole('alert').innerText();
+
+  /** Name, URL and token into the dialog's form, then the certificate check, and then (if `confirm`) the adding. */
+  async function addThroughDialog(name: string, url: string, token: string) {
+    const box = dialog();
+    await box.getByLabel('Engine name').fill(name);
+    await box.getByLabel('Engine URL').fill(url);
+    await box.getByLabel('Engine token').fill(token);
+    await box.getByRole('button', { name: 'Check the certificate' }).click();
+  }
+
+  step('B is added through the Engines dialog, its fingerprint confirmed, each refusal named', async () => {
+    const { page } = ui;
+    b = await startServe(remote, ['--tls'], (child) => serving.push(child));
+    bBase = `${b.url.protocol}//${b.url.host}`;
+    bToken = (await remote.json<CreatedToken>(['token', 'create', 'studio'])).token;
+    await page.goto(ui.engine.url);
+    await visible(page.getByText('connected', { exact: true }));
+    local = await newEpisode(ui, ui.smolfile('near', 'echo'));
+    await page.getByRole('button', { name: 'Back to episodes' }).click();
+    // One engine: no Engine column, as before.
+    await visible(page.getByRole('button', { name: `Open episode ${local.name}` }));
+    expect(await page.getByRole('columnheader', { name: 'Engine' }).count()).toBe(0);
+
+    await page.getByRole('button', { name: 'Engines' }).click();
+    await visible(dialog().getByRole('row', { name: 'Engine local' }));
+    expect(await dialog().getByRole('row', { name: 'Engine local' }).innerText()).toContain('reachable');
+
+    // An address where nothing answers: said at the check, before any token is sent.
+    await addThroughDialog('b', 'https://127.0.0.1:1', bToken);
+    await until('the refusal', alertText, (text) => text.includes('https://127.0.0.1:1 is unreachable'));
+
+    // B's address: its fingerprint, the one `smol serve` printed there, is shown to compare.
+    await addThroughDialog('b', bBase, 'smol_not-a-token-of-b');
+    const note = dialog().getByRole('note', { name: 'Certificate fingerprint' });
+    await visible(note);
+    expect(await note.innerText()).toContain(b.fingerprint!);
+    await ui.shot('engines-probe');
+    await dialog().getByRole('button', { name: 'Confirm and add' }).click();
+    await until('the wrong token refused', alertText, (text) => text.includes('refuses the token (wrong token)'));
+
+    // The right token: added, listed reachable.
+    await dialog().getByLabel('Engine token').fill(bToken);
+    await dialog().getByRole('button', { name: 'Confirm and add' }).click();
+    const row = dialog().getByRole('row', { name: 'Engine b' });
+    await visible(row);
+    await until(
+      'B reachable',
+      () => row.innerText(),
+      (text) => /\breachable\b/.test(text) && !/unreachable/.test(text),
+    );
+    expect(await row.innerText()).toContain(bBase);
+    await ui.shot('engines-dialog');
+
+    // The same name again: refused, naming it.
+    await addThroughDialog('b', bBase, bToken);
+    await dialog().getByRole('button', { name: 'Confirm and add' }).click();
+    await until('the name taken', alertText, (text) => text.includes('an engine named b exists'));
+    await dialog().getByRole('button', { name: 'Done' }).click();
+  });
+
+  step('B’s episode is in the list with its engine, and the filter picks an engine', async () => {
+    const { page } = ui;
+    // Started on B through A's forwarded API (as an agent there would start it); the page learns it from B's events.
+    const smolfile = remote.smolfile('far', 'kernel = "@guests@/echo.elf"\nmemory = 16\n');
+    const up = await ui.engine.api.request<{ episode: Episode }>('POST', '/api/v1/engines/b/episodes', {
+      smolfile,
+      name: 'far',
+    });
+    far = { id: up.episode.id, name: up.episode.name };
+    const farRow = page.getByRole('row').filter({ has: page.getByRole('button', { name: 'Open episode far' }) });
+    await visible(farRow);
+    await visible(page.getByRole('columnheader', { name: 'Engine' }));
+    expect(await farRow.locator('.engine-cell').innerText()).toBe('b');
+    const nearRow = page
+      .getByRole('row')
+      .filter({ has: page.getByRole('button', { name: `Open episode ${local.name}` }) });
+    expect(await nearRow.locator('.engine-cell').innerText()).toBe('local');
+    await until(
+      'far running',
+      () => farRow.innerText(),
+      (text) => text.includes('running'),
+    );
+    await ui.shot('engines-list');
+
+    const filter = page.getByLabel('Filter by engine');
+    await filter.selectOption('b');
+    await until(
+      'only B’s',
+      () => page.getByRole('button', { name: /^Open episode / }).allInnerTexts(),
+      (names) => names.join() === 'far',
+    );
+    await filter.selectOption('local');
+    await until(
+      'only A’s',
+      () => page.getByRole('button', { name: /^Open episode / }).allInnerTexts(),
+      (names) => names.join() === local.name,
+    );
+    await filter.selectOption('');
+    await visible(farRow);
+  });
+
+  step('B’s episode opens at its own address, with its tree and its console, through A', async () => {
+    const { page } = ui;
+    await page.getByRole('button', { name: 'Open episode far' }).click();
+    await visible(page.getByRole('heading', { level: 2, name: 'far' }));
+    await until(
+      'the address',
+      async () => new URL(page.url()).hash,
+      (h) => h.startsWith(`#/engines/b/episodes/${far.id}`),
+    );
+    await until('the echo banner', consoleText, (text) => text.includes('echo: ready'));
+    await page.locator('[data-testid=console]').click();
+    await page.keyboard.type('typed-through-a');
+    await until('the echo from B', consoleText, (text) => text.includes('typed-through-a'));
+    // A checkpoint through B's own dialog: made on B, and in the tree from B's events.
+    await page.getByRole('button', { name: 'Checkpoint…' }).click();
+    await page.getByLabel('Checkpoint name').fill('on-b');
+    await page.getByRole('button', { name: 'Save checkpoint' }).click();
+    await visible(page.getByRole('treeitem', { name: /^Snapshot on-b/ }));
+    const onB = await ui.engine.api.request<{ snapshots: { name: string }[] }>(
+      'GET',
+      `/api/v1/engines/b/episodes/${far.id}/snapshots`,
+    );
+    expect(onB.snapshots.map((s) => s.name)).toContain('on-b');
+    expect((await ui.snapshots(local.id)).map((s) => s.name)).not.toContain('on-b');
+    // A reload opens the same episode of the same engine.
+    await page.reload();
+    await visible(page.getByRole('heading', { level: 2, name: 'far' }));
+    await until('the console again', consoleText, (text) => text.includes('echo: ready'));
+    await ui.shot('engines-remote-episode');
+    await page.getByRole('button', { name: 'Back to episodes' }).click();
+    await visible(page.getByRole('button', { name: `Open episode ${local.name}` }));
+    expect(new URL(page.url()).hash).toBe('#/');
+    // Back opens it again; the brand goes to the list from it too.
+    await page.goBack();
+    await visible(page.getByRole('heading', { level: 2, name: 'far' }));
+    await page.getByRole('button', { name: 'Smol Studio' }).click();
+    await visible(page.getByRole('button', { name: `Open episode ${local.name}` }));
+    expect(new URL(page.url()).hash).toBe('#/');
+  });
+
+  step('B killed: marked unreachable in the list and the dialog, A’s episodes go on', async () => {
+    const { page } = ui;
+    b.child.kill('SIGKILL');
+    process.kill(remote.enginePid()!, 'SIGKILL');
+    const farRow = page.getByRole('row').filter({ has: page.getByRole('button', { name: 'Open episode far' }) });
+    await until(
+      'far marked',
+      () => farRow.locator('.engine-cell').innerText(),
+      (text) => text.includes('unreachable'),
+    );
+    // Not the local engine's out-of-reach wall: A is there.
+    expect(await page.getByRole('alert').filter({ hasText: 'The engine is out of reach' }).count()).toBe(0);
+    await page.getByRole('button', { name: 'Engines' }).click();
+    const row = dialog().getByRole('row', { name: 'Engine b' });
+    await until(
+      'B unreachable in the dialog',
+      () => row.innerText(),
+      (text) => text.includes(`the engine b (${bBase}) is unreachable`),
+    );
+    await ui.shot('engines-unreachable');
+    await dialog().getByRole('button', { name: 'Done' }).click();
+    // A's episode opens and its console answers.
+    await page.getByRole('button', { name: `Open episode ${local.name}` }).click();
+    await visible(page.getByRole('heading', { level: 2, name: local.name }));
+    await page.locator('[data-testid=console]').click();
+    await page.keyboard.type('a-still-here');
+    await until('A’s echo', consoleText, (text) => text.includes('a-still-here'));
+    await page.getByRole('button', { name: 'Back to episodes' }).click();
+    // A page opened while B is away: one row says so, A's rows are there.
+    await page.reload();
+    await visible(page.getByRole('button', { name: `Open episode ${local.name}` }));
+    const note = page.getByRole('row', { name: 'Engine b' });
+    await until(
+      'B’s row',
+      () => note.innerText(),
+      (text) => text.includes(`b: unreachable (the engine b (${bBase})`),
+    );
+    expect(await note.innerText()).toContain('retrying');
+  });
+
+  step('B served again at its address: the page finds it again by itself', async () => {
+    const { page } = ui;
+    b = await startServe(remote, ['--tls', '--listen', b.url.host], (child) => serving.push(child));
+    expect(`${b.url.protocol}//${b.url.host}`).toBe(bBase);
+    const farRow = page.getByRole('row').filter({ has: page.getByRole('button', { name: 'Open episode far' }) });
+    await until(
+      'far reachable again',
+      () => farRow.locator('.engine-cell').innerText(),
+      (text) => text === 'b',
+    );
+    expect(ui.pageErrors).toEqual([]);
+  });
+
+  step('B removed through the dialog: its rows and the Engine column go', async () => {
+    const { page } = ui;
+    await page.getByRole('button', { name: 'Engines' }).click();
+    await dialog().getByRole('button', { name: 'Remove b' }).click();
+    await until(
+      'B gone',
+      () => dialog().getByRole('row', { name: 'Engine b' }).count(),
+      (n) => n === 0,
+    );
+    await dialog().getByRole('button', { name: 'Done' }).click();
+    await until(
+      'far gone',
+      () => page.getByRole('button', { name: 'Open episode far' }).count(),
+      (n) => n === 0,
+    );
+    expect(await page.getByRole('columnheader', { name: 'Engine' }).count()).toBe(0);
+  });
+});
