@@ -146,8 +146,9 @@ describe.runIf(process.env.SMOL_SHIM_MEASURE)('first output, ctr run through the
         '--rm',
         IMAGE,
         `m${n++}`,
-        'echo',
-        'hi',
+        '/bin/sh', // the fixture's busybox has no echo of its own in PATH: sh's builtin
+        '-c',
+        'echo hi',
       ]);
     await firstOutput(viaShim);
     const reference = `oci:${path.join(
@@ -155,10 +156,14 @@ describe.runIf(process.env.SMOL_SHIM_MEASURE)('first output, ctr run through the
       readdirSync(layouts).find((d) => !d.startsWith('.'))!,
     )}:image`;
     const viaSmol = () =>
-      spawn(process.execPath, [path.join(root, 'bin', 'smol.js'), 'run', '--image', reference, '--', 'echo', 'hi'], {
-        env: { ...process.env, SMOL_HOME: home.dir },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      spawn(
+        process.execPath,
+        [path.join(root, 'bin', 'smol.js'), 'run', '--image', reference, '--', '/bin/sh', '-c', 'echo hi'],
+        {
+          env: { ...process.env, SMOL_HOME: home.dir },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
     await firstOutput(viaSmol);
     const shim: number[] = [];
     const smolRun: number[] = [];
