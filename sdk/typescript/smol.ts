@@ -21,6 +21,7 @@ import type {
 } from '../../src/api/schema.js';
 import type { InspectMachineResponse, PackMachineResponse } from '../../src/api/machine-schema.js';
 import type { DiffResponse } from '../../src/api/diff-schema.js';
+import type { CheckSmolfileResponse } from '../../src/api/smolfile-schema.js';
 import { copyIn, copyOut, type CopyResult } from './copy.js';
 import { connectEngine, type ConnectOptions } from './engine-connection.js';
 
@@ -83,6 +84,19 @@ export class Smol {
   /** A new episode from a Smolfile; its first VM is running when this resolves. */
   up(smolfile: string, options: { name?: string } = {}): Promise<CreateEpisodeResponse> {
     return this.api.call('createEpisode', { body: { smolfile: path.resolve(smolfile), ...options } });
+  }
+
+  /**
+   * A new episode from a Smolfile's text (docs/smolfile.md, "A Smolfile as text"): its relative paths start from
+   * `directory` (absolute, on the engine's machine); without one a relative path is an error.
+   */
+  upText(text: string, options: { directory?: string; name?: string } = {}): Promise<CreateEpisodeResponse> {
+    return this.api.call('createEpisode', { body: { text, ...options } });
+  }
+
+  /** A Smolfile's text checked as `upText` would check it: `ok`, and every error and warning at its line. */
+  checkSmolfile(text: string, options: { directory?: string } = {}): Promise<CheckSmolfileResponse> {
+    return this.api.call('checkSmolfile', { body: { text, ...options } });
   }
 
   /**

@@ -261,6 +261,7 @@ describe('API transport', () => {
     const params = { episode: EP, vm: VM, snapshot: SN, token: 'ci', engine: 'node-a' };
     const bodies: Record<string, unknown> = {
       createEpisode: { smolfile: '/w/Smolfile', name: 'demo' },
+      checkSmolfile: { text: 'cpus = 1\n' },
       checkpoint: { name: 'before-install', note: 'clean' },
       forkVm: { count: 3 },
       restore: { snapshot: SN },
@@ -331,9 +332,12 @@ describe('API transport', () => {
     expect((await fork([])).message).toBe('body: expected a JSON object');
     const up = (body: unknown) => failure(client.request('POST', '/api/v1/episodes', body));
     expect((await up({ smolfile: 5 })).message).toBe('smolfile: expected a string of 1 to 4096 characters');
-    expect((await up({})).message).toBe('smolfile: missing (expected a string of 1 to 4096 characters)');
+    expect((await up({})).message).toBe('body: give either smolfile (a path) or text (the Smolfile itself), not both');
     expect((await up({ smolfile: '/w/S', colour: 'red' })).message).toBe(
-      'colour: unknown field (expected smolfile, name)',
+      'colour: unknown field (expected smolfile, text, directory, name)',
+    );
+    expect((await up({ text: 'cpus = 1', directory: 'rel' })).message).toBe(
+      'directory: an absolute path on the engine’s machine',
     );
     expect((await up({ smolfile: '/w/S', name: '-x' })).message).toMatch(/^name: expected letters, digits/);
     expect((await failure(client.request('POST', `/api/v1/vms/${VM}/stop`, { now: true }))).message).toBe(

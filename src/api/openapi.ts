@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { ROUTES, WEBSOCKET_ROUTES, type Route } from './routes.js';
 import * as schemas from './schema.js';
+import * as smolfileSchemas from './smolfile-schema.js';
 import { Ref } from './schema.js';
 
 type Json = Record<string, unknown>;
@@ -17,13 +18,13 @@ function bare(json: Json): Json {
 }
 
 /**
- * Every schema of schema.ts that has a `.meta({ id })`, as components. Request bodies are converted as the input
+ * Every schema of schema.ts and smolfile-schema.ts that has a `.meta({ id })`, as components. Request bodies are converted as the input
  * they accept (a field with a default is optional), everything else as the output the engine sends.
  */
 function components(): Record<string, Json> {
   const requestIds = new Set(ROUTES.flatMap((route) => (route.request ? [idOf(route.request)] : [])));
   const registries = { input: z.registry<{ id: string }>(), output: z.registry<{ id: string }>() };
-  for (const value of Object.values(schemas)) {
+  for (const value of [...Object.values(schemas), ...Object.values(smolfileSchemas)]) {
     if (!(value instanceof z.ZodType)) continue;
     const id = idOf(value);
     if (id) registries[requestIds.has(id) ? 'input' : 'output'].add(value, { id });

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import * as s from './schema.js';
 import * as m from './machine-schema.js';
 import * as d from './diff-schema.js';
+import * as sf from './smolfile-schema.js';
 import { API_PREFIX } from './schema.js';
 
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
@@ -89,6 +90,15 @@ export const OPERATIONS = {
     path: `${API_PREFIX}/smolfiles`,
     summary: 'The example Smolfiles that come with Smol Studio, with absolute paths for createEpisode',
     response: s.SmolfileExamples,
+  }),
+  checkSmolfile: operation({
+    method: 'POST',
+    path: `${API_PREFIX}/smolfiles/check`,
+    summary:
+      'Check a Smolfile given as text (smol validate for text): its errors and warnings, each at its line and ' +
+      'column; relative paths start from directory, and without one they are errors',
+    request: sf.CheckSmolfileRequest,
+    response: sf.CheckSmolfileResponse,
   }),
   listImages: operation({
     method: 'GET',

@@ -6,6 +6,7 @@ import type { EngineApi } from './engine-api.js';
 import { openApiDocument } from './openapi.js';
 import { hostReport } from '../doctor/linux-guests.js';
 import { smolfileExamples } from '../smolfile/smolfile-examples.js';
+import { checkSmolfileText } from '../smolfile/smolfile-text.js';
 import { imageOperations } from './image-routes.js';
 import {
   OPERATIONS,
@@ -52,6 +53,7 @@ const HANDLERS: Handlers = {
   createEpisode: (api, _p, body) => api.createEpisode(body),
   hostReport: () => hostReport(),
   listSmolfileExamples: () => ({ examples: smolfileExamples() }),
+  checkSmolfile: (_api, _p, body) => checkSmolfileText(body),
   listImages: async (api) => ({ images: await imageOperations(api).list() }),
   pullImage: (api, _p, body) => imageOperations(api).pull(body),
   removeImage: (api, _p, _b, q) => imageOperations(api).remove(q.reference, q.force === 'true'),

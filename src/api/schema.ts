@@ -139,7 +139,14 @@ export const Episode = z
     id: EpisodeId,
     name: z.string(),
     state: EpisodeState,
-    smolfile: z.object({ path: z.string(), text: z.string() }),
+    smolfile: z.object({
+      path: z.string(),
+      text: z.string(),
+      given: z
+        .literal('text')
+        .optional()
+        .describe('started from text (createEpisode with text): path is DIRECTORY/pasted.smolfile, a name only'),
+    }),
     created: Time,
     /** The base snapshot every VM of this episode starts from (null: a bare kernel, booted afresh). */
     base: SnapshotId.nullable(),
@@ -197,13 +204,40 @@ export const ApiError = z
 
 // ---- requests ----
 
+/** The largest Smolfile given as text (a Smolfile is a few hundred bytes; 256 KiB leaves room for long comments). */
+export const SMOLFILE_TEXT_MAX_BYTES = 256 * 1024;
+
+/** A Smolfile given as text, and the directory on the engine's machine that its relative paths start from. */
+export const SmolfileText = {
+  text: z
+    .string()
+    .max(SMOLFILE_TEXT_MAX_BYTES)
+    .describe('the Smolfile itself, instead of a path (docs/smolfile.md, "A Smolfile as text")'),
+  directory: z
+    .string()
+    .min(1)
+    .max(4096)
+    .refine((dir) => dir.startsWith('/'), 'an absolute path on the engine’s machine')
+    .optional()
+    .describe('with text: where its relative paths start (absolute); without it a relative path is an error'),
+};
+
 export const CreateEpisodeRequest = z
   .object({
     /** Absolute path of the Smolfile, as the engine sees it. */
-    smolfile: z.string().min(1).max(4096),
+    smolfile: z.string().min(1).max(4096).optional().describe('a path on the engine’s machine; or give text'),
+    text: SmolfileText.text.optional(),
+    directory: SmolfileText.directory,
     name: Name.optional(),
   })
   .strict()
+  .refine((r) => (r.smolfile === undefined) !== (r.text === undefined), {
+    message: 'give either smolfile (a path) or text (the Smolfile itself), not both',
+  })
+  .refine((r) => r.directory === undefined || r.text !== undefined, {
+    message: 'directory goes with text: a Smolfile file’s relative paths start from its own directory',
+    path: ['directory'],
+  })
   .meta({ id: 'CreateEpisodeRequest' });
 
 export const CheckpointRequest = z
@@ -371,6 +405,7 @@ export const SmolfileExamples = z
       z.object({
         name: z.string(),
         path: z.string().describe('absolute, for createEpisode'),
+        text: z.string().describe('its text, for an editor (createEpisode with text and its folder as directory)'),
         description: z.string(),
         linux: z.boolean().describe('boots a Linux guest (an image), not a bare kernel: see HostReport.linuxGuests'),
       }),

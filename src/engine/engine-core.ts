@@ -930,7 +930,11 @@ export class EngineCore {
     if (base) await this.restoreInto(episode, vm, base, { remint: true });
     else {
       const { loadSmolfile } = await import('../smolfile/smolfile.js');
-      const { smolfile } = await loadSmolfile(episode.smolfile.path).catch(() => ({ smolfile: null }));
+      // One started from text has no file: its text is its Smolfile.
+      const { smolfile } =
+        episode.smolfile.given === 'text'
+          ? parseSmolfile(episode.smolfile.text, { path: episode.smolfile.path })
+          : await loadSmolfile(episode.smolfile.path).catch(() => ({ smolfile: null }));
       if (!smolfile)
         throw new ApiFailure(409, `cannot reset ${vm.name}: its Smolfile ${episode.smolfile.path} no longer loads`);
       await this.bootFresh(episode, vm, smolfile, planBoot(smolfile));

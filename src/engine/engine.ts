@@ -44,6 +44,7 @@ import type {
   VmNetwork,
 } from '../api/schema.js';
 import { formatProblem, loadSmolfile, parseSmolfile, type Smolfile } from '../smolfile/smolfile.js';
+import { parseSmolfileText, pastedSmolfilePath } from '../smolfile/smolfile-text.js';
 import { planBoot, prepareImage } from './boot-plan.js';
 import { episodeWorkload, withWorkload } from './exec-workload.js';
 import { EngineCore, KIND_STEMS, type EngineOptions } from './engine-core.js';
@@ -246,21 +247,24 @@ export class Engine extends EngineCore implements EngineApi {
   }
 
   async createEpisode(request: CreateEpisodeRequest): Promise<CreateEpisodeResponse> {
-    const file = path.resolve(request.smolfile);
+    // A path (read from disk) or the text itself (the app's editor: docs/smolfile.md, "A Smolfile as text").
+    const given = request.text === undefined ? null : { text: request.text, directory: request.directory };
+    const file = given ? pastedSmolfilePath(given) : path.resolve(request.smolfile ?? '');
     let result;
     try {
-      result = await loadSmolfile(file);
+      result = given ? parseSmolfileText(given) : await loadSmolfile(file);
     } catch (error) {
       throw new ApiFailure(400, (error as Error).message);
     }
     if (!result.smolfile) {
-      const errors = result.problems.filter((p) => p.severity === 'error').map((p) => formatProblem(file, p));
+      const shown = given ? 'the Smolfile text' : file;
+      const errors = result.problems.filter((p) => p.severity === 'error').map((p) => formatProblem(shown, p));
       throw new ApiFailure(400, `the Smolfile has errors:\n${errors.join('\n')}`);
     }
     const smolfile = result.smolfile;
     await this.#prepareImage(smolfile);
     const plan = planBoot(smolfile);
-    const text = await readFile(file, 'utf8');
+    const text = given ? given.text : await readFile(file, 'utf8');
     // From here to `episodes.set` nothing awaits: two concurrent `up`s cannot take the same name.
     const names = [...this.episodes.values()].map((ep) => ep.name);
     if (request.name && names.includes(request.name)) {
@@ -271,7 +275,7 @@ export class Engine extends EngineCore implements EngineApi {
       format: 1,
       id: newId('ep'),
       name: request.name ?? freshName(stem, names),
-      smolfile: { path: file, text },
+      smolfile: given ? { path: file, text, given: 'text' } : { path: file, text },
       created: new Date().toISOString(),
       base: null,
       vms: [],

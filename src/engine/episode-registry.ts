@@ -35,7 +35,8 @@ export const EpisodeRecord = z.object({
   format: z.literal(1),
   id: z.string(),
   name: z.string(),
-  smolfile: z.object({ path: z.string(), text: z.string() }),
+  /** `given: 'text'`: started from text (the app's editor); `path` is a name only and the text is the Smolfile. */
+  smolfile: z.object({ path: z.string(), text: z.string(), given: z.literal('text').optional() }),
   created: z.string(),
   base: z.string().nullable(),
   vms: z.array(VmRecord),

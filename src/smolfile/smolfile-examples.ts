@@ -10,6 +10,8 @@ export interface SmolfileExample {
   name: string;
   path: string;
   description: string;
+  /** Its text, for the app's editor. */
+  text: string;
   /** It boots a Linux guest (an image), not a bare kernel: a host whose KVM cannot run Linux cannot run it. */
   linux: boolean;
 }
@@ -29,6 +31,6 @@ export function smolfileExamples(dir = path.join(packageRoot, 'smolfiles')): Smo
       // The first sentence of the leading comment, without a colon that leads into the next.
       const text = comment.join(' ').trim();
       const description = (/^(.*?\.)(\s|$)/.exec(text)?.[1] ?? text).replace(/:$/, '');
-      return { name, path: file, description, linux: !bootsBareKernel(source) };
+      return { name, path: file, description, text: source, linux: !bootsBareKernel(source) };
     });
 }

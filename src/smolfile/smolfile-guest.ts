@@ -25,7 +25,19 @@ const SUPPORTED_IMAGES =
   '"builtin", "debian:<suite>" such as "debian:bookworm", or an OCI image: a registry reference such as ' +
   '"python:3.12-slim" or "host:port/org/app:tag", or oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE';
 
-function readImage(problems: ProblemList, value: unknown, dir: string): SmolfileImage | undefined {
+/**
+ * Why a relative host path cannot be used, or null: a Smolfile given as text with no directory (`dir` null) has
+ * nothing to resolve it from (docs/smolfile.md, "A Smolfile as text").
+ */
+export function relativeRefused(given: string, dir: string | null): string | null {
+  if (dir !== null || path.isAbsolute(given)) return null;
+  return (
+    `${JSON.stringify(given)} is a relative path, and this Smolfile was given as text with no directory to start ` +
+    'it from: write an absolute path on the engine’s machine, or give the directory relative paths start from'
+  );
+}
+
+function readImage(problems: ProblemList, value: unknown, dir: string | null): SmolfileImage | undefined {
   if (typeof value !== 'string') return expected(problems, ['image'], SUPPORTED_IMAGES, value);
   if (value === 'builtin') return { kind: 'builtin' };
   const debian = /^debian:([a-z][a-z0-9-]*)$/.exec(value);
@@ -39,9 +51,15 @@ function readImage(problems: ProblemList, value: unknown, dir: string): Smolfile
     );
     return undefined;
   }
+  const local = /^(oci|oci-archive|docker-archive):(.*)$/s.exec(value)?.[2];
+  const refused = local === undefined ? null : relativeRefused(local, dir);
+  if (refused) {
+    problems.error(['image'], `\`image\`: ${refused}`);
+    return undefined;
+  }
   let reference;
   try {
-    reference = parseReference(value, dir);
+    reference = parseReference(value, dir ?? '/');
   } catch (err) {
     problems.error(['image'], `\`image\`: ${(err as Error).message} (expected ${SUPPORTED_IMAGES})`);
     return undefined;
@@ -60,15 +78,17 @@ function readImage(problems: ProblemList, value: unknown, dir: string): Smolfile
 }
 
 /** A host file named relative to the Smolfile's directory; it must be a readable regular file. */
-function readHostFile(problems: ProblemList, key: string, value: unknown, dir: string): string | undefined {
+function readHostFile(problems: ProblemList, key: string, value: unknown, dir: string | null): string | undefined {
   const given = readString(problems, [key], value, 'a file path');
   if (given === undefined) return undefined;
   if (given === '') return expected(problems, [key], 'a file path', value);
-  const resolved = path.resolve(dir, given);
   const fail = (why: string) => {
     problems.error([key], `\`${key}\`: ${why}`);
     return undefined;
   };
+  const refused = relativeRefused(given, dir);
+  if (refused) return fail(refused);
+  const resolved = path.resolve(dir ?? '/', given);
   try {
     if (!statSync(resolved).isFile()) return fail(`${resolved} is not a regular file`);
   } catch (err) {
@@ -103,7 +123,7 @@ function readCmdline(problems: ProblemList, value: unknown): string | undefined 
  * `initrd`. `image` with `kernel`: that kernel with the image's root filesystem. An `initrd` goes with a bare kernel
  * only, since every image brings its own.
  */
-export function readGuest(problems: ProblemList, document: TomlTable, dir: string): SmolfileGuest {
+export function readGuest(problems: ProblemList, document: TomlTable, dir: string | null): SmolfileGuest {
   const image =
     document.image === undefined
       ? document.kernel === undefined

@@ -3,6 +3,7 @@
 import { realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { ProblemList } from './smolfile-problems.js';
+import { relativeRefused } from './smolfile-guest.js';
 import { readStringArray, type TomlTable } from './toml-values.js';
 import { formatKeyPath, type KeyPath } from './toml-locator.js';
 import { VM_LIMITS } from '../vmm/vm-options.js';
@@ -46,7 +47,7 @@ export function refusedFolder(host: string, env: NodeJS.ProcessEnv = process.env
 }
 
 /** One entry, or the reason it is wrong. */
-function parseEntry(entry: string, dir: string): SmolfileVolume | string {
+function parseEntry(entry: string, dir: string | null): SmolfileVolume | string {
   const parts = entry.split(':');
   let mode = 'rw';
   if (parts.length === 3) mode = parts.pop()!;
@@ -58,7 +59,9 @@ function parseEntry(entry: string, dir: string): SmolfileVolume | string {
   if (!guestPart.startsWith('/')) return `the guest path ${JSON.stringify(guestPart)} is not absolute`;
   const guest = path.posix.normalize(guestPart).replace(/\/+$/, '');
   if (guest === '') return 'the guest path is `/`: a volume cannot replace the root';
-  const host = path.resolve(dir, hostPart);
+  const relative = relativeRefused(hostPart, dir);
+  if (relative) return `the host folder ${relative}`;
+  const host = path.resolve(dir ?? '/', hostPart);
   let info;
   try {
     info = statSync(host);
@@ -71,7 +74,12 @@ function parseEntry(entry: string, dir: string): SmolfileVolume | string {
   return { host, guest, readOnly: mode === 'ro' };
 }
 
-function readList(problems: ProblemList, at: KeyPath, value: unknown, dir: string): SmolfileVolume[] | undefined {
+function readList(
+  problems: ProblemList,
+  at: KeyPath,
+  value: unknown,
+  dir: string | null,
+): SmolfileVolume[] | undefined {
   const entries = readStringArray(problems, at, value);
   if (!entries) return undefined;
   const volumes: SmolfileVolume[] = [];
@@ -114,7 +122,7 @@ export function readVolumes(
   problems: ProblemList,
   document: TomlTable,
   dev: TomlTable,
-  dir: string,
+  dir: string | null,
 ): SmolfileVolume[] | undefined {
   const top = document.volumes === undefined ? [] : readList(problems, ['volumes'], document.volumes, dir);
   const fromDev = dev.volumes === undefined ? [] : readList(problems, ['dev', 'volumes'], dev.volumes, dir);

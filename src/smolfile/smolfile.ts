@@ -84,8 +84,9 @@ export interface SmolfileResult {
 /**
  * Parses and checks a Smolfile's text. `path` is where the file is (it need not exist when only the text matters):
  * `kernel` and `initrd` are resolved from its directory and must exist. Nothing else outside the arguments is read.
+ * `relativeFrom` overrides that directory; null refuses relative paths (a Smolfile given as text, with no directory).
  */
-export function parseSmolfile(text: string, options: { path: string }): SmolfileResult {
+export function parseSmolfile(text: string, options: { path: string; relativeFrom?: string | null }): SmolfileResult {
   const source = text.startsWith('\ufeff') ? text.slice(1) : text;
   let document: TomlTable;
   try {
@@ -97,7 +98,8 @@ export function parseSmolfile(text: string, options: { path: string }): Smolfile
   const file = path.resolve(options.path);
   checkKeys(problems, [], document);
 
-  const guest = readGuest(problems, document, path.dirname(file));
+  const dir = options.relativeFrom === undefined ? path.dirname(file) : options.relativeFrom;
+  const guest = readGuest(problems, document, dir);
   const cpus = optional(document.cpus, (v) => readInteger(problems, ['cpus'], v, SMOLFILE_LIMITS.cpus));
   const memoryMiB = optional(document.memory, (v) =>
     readInteger(problems, ['memory'], v, SMOLFILE_LIMITS.memoryMiB, 'a whole number of MiB'),
@@ -122,7 +124,7 @@ export function parseSmolfile(text: string, options: { path: string }): Smolfile
   const health = optional(document.health, (v) => readHealth(problems, v));
   const snapshots = optional(document.snapshots, (v) => readSnapshots(problems, v));
   const network = readNetwork(problems, document, dev);
-  const volumes = readVolumes(problems, document, dev, path.dirname(file));
+  const volumes = readVolumes(problems, document, dev, dir);
   if (document.service !== undefined) readService(problems, document.service);
 
   if (problems.hasErrors()) return { smolfile: null, problems: problems.list() };

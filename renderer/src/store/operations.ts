@@ -37,8 +37,13 @@ export class Operations {
     }
   }
 
-  async createEpisode(smolfile: string, name?: string): Promise<CreateEpisodeResponse | undefined> {
-    const body = name ? { smolfile, name } : { smolfile };
+  /** A new episode from a Smolfile path on the engine's machine, or from its text (the editor); selects it. */
+  async createEpisode(
+    request:
+      | { smolfile: string; name?: string | undefined }
+      | { text: string; directory?: string | undefined; name?: string | undefined },
+  ): Promise<CreateEpisodeResponse | undefined> {
+    const body = Object.fromEntries(Object.entries(request).filter(([, v]) => v !== undefined)) as typeof request;
     const created = await this.run('new-episode', 'Starting the episode…', () =>
       call(this.transport, 'createEpisode', { body }),
     );

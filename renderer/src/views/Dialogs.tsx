@@ -1,4 +1,4 @@
-// The dialogs behind the actions: a new episode from a Smolfile, a checkpoint with a name and a note, fork N, and
+// The dialogs behind the actions: a new episode from a Smolfile (a path, or text in SmolfileEditor.tsx), a checkpoint with a name and a note, fork N, and
 // restore (which says what happens and offers a named checkpoint first); Export… and Open machine… are in
 // MachineDialogs.tsx. Each shows its progress and failure in
 // place and closes when the engine answered.
@@ -12,6 +12,7 @@ import { connected, shownVmIds } from '../store/selection.js';
 import { Failure, useClose } from './dialog-parts.js';
 import { ExportMachine, OpenMachine } from './MachineDialogs.js';
 import { Modal } from './Modal.js';
+import { SmolfileEditor, useSmolfileCheck, type SmolfileDraft } from './SmolfileEditor.js';
 
 const NAME_RULE = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 const NAME_HELP = 'letters, digits, “.”, “_” and “-”, starting with a letter or digit';
@@ -28,8 +29,11 @@ function NewEpisode() {
   const [examples, setExamples] = useState<SmolfileExamples['examples'] | null>(null);
   const [listFailure, setListFailure] = useState<string | null>(null);
   const [host, setHost] = useState<HostReport | null>(null);
+  const [mode, setMode] = useState<'path' | 'editor'>('path');
   const [path, setPath] = useState('');
+  const [draft, setDraft] = useState<SmolfileDraft>({ text: '', directory: '' });
   const [name, setName] = useState('');
+  const verdict = useSmolfileCheck(operations.transport, draft);
   useEffect(() => {
     call(operations.transport, 'listSmolfileExamples').then(
       (answer) => setExamples(answer.examples),
@@ -41,13 +45,22 @@ function NewEpisode() {
   const problem = nameProblem(name);
   const noLinux = host && !host.linuxGuests.ok ? host.linuxGuests.message : null;
   const chosen = examples?.find((example) => example.path === path);
+  const ready = mode === 'path' ? !!path : verdict.checked && verdict.ok;
+  const start = () => {
+    const named = name || undefined;
+    const body =
+      mode === 'path'
+        ? { smolfile: path, name: named }
+        : { text: draft.text, directory: draft.directory || undefined, name: named };
+    void operations.createEpisode(body).then((created) => created && close());
+  };
   return (
-    <Modal title="New episode" onClose={close}>
+    <Modal title="New episode" onClose={close} wide={mode === 'editor'}>
       <form
         onSubmit={(e) => {
           e.preventDefault();
-          if (!path || problem) return;
-          void operations.createEpisode(path, name || undefined).then((created) => created && close());
+          if (!ready || problem) return;
+          start();
         }}
       >
         {noLinux && (
@@ -56,47 +69,61 @@ function NewEpisode() {
             to boot; the bare-kernel ones run.
           </p>
         )}
-        <fieldset>
-          <legend>Example Smolfiles</legend>
-          {examples === null && !listFailure && <p className="muted">Loading…</p>}
-          {listFailure && <p className="error">The examples could not be listed: {listFailure}</p>}
-          {examples?.map((example) => (
-            <label key={example.path} className="choice">
-              <input
-                type="radio"
-                name="smolfile"
-                value={example.path}
-                checked={path === example.path}
-                onChange={() => setPath(example.path)}
-              />
-              <span>
-                <strong>{example.name}</strong>{' '}
-                {noLinux && example.linux && (
-                  <span className="badge cannot-run" title={noLinux}>
-                    needs hardware KVM
+        <div className="tabs" role="tablist" aria-label="Smolfile from">
+          <button type="button" role="tab" aria-selected={mode === 'path'} onClick={() => setMode('path')}>
+            A file on the engine’s machine
+          </button>
+          <button type="button" role="tab" aria-selected={mode === 'editor'} onClick={() => setMode('editor')}>
+            Write a Smolfile
+          </button>
+        </div>
+        {mode === 'editor' ? (
+          <SmolfileEditor draft={draft} onChange={setDraft} verdict={verdict} examples={examples} />
+        ) : (
+          <>
+            <fieldset>
+              <legend>Example Smolfiles</legend>
+              {examples === null && !listFailure && <p className="muted">Loading…</p>}
+              {listFailure && <p className="error">The examples could not be listed: {listFailure}</p>}
+              {examples?.map((example) => (
+                <label key={example.path} className="choice">
+                  <input
+                    type="radio"
+                    name="smolfile"
+                    value={example.path}
+                    checked={path === example.path}
+                    onChange={() => setPath(example.path)}
+                  />
+                  <span>
+                    <strong>{example.name}</strong>{' '}
+                    {noLinux && example.linux && (
+                      <span className="badge cannot-run" title={noLinux}>
+                        needs hardware KVM
+                      </span>
+                    )}{' '}
+                    <span className="muted">{example.description}</span>
                   </span>
-                )}{' '}
-                <span className="muted">{example.description}</span>
-              </span>
+                </label>
+              ))}
+            </fieldset>
+            <label>
+              Smolfile path (on the engine’s machine)
+              <input
+                value={path}
+                onChange={(e) => setPath(e.target.value)}
+                placeholder="/home/me/project/Smolfile"
+                aria-label="Smolfile path"
+                spellCheck={false}
+              />
             </label>
-          ))}
-        </fieldset>
-        <label>
-          Smolfile path (on the engine’s machine)
-          <input
-            value={path}
-            onChange={(e) => setPath(e.target.value)}
-            placeholder="/home/me/project/Smolfile"
-            aria-label="Smolfile path"
-            spellCheck={false}
-          />
-        </label>
+          </>
+        )}
         <label>
           Name (optional)
           <input value={name} onChange={(e) => setName(e.target.value)} aria-label="Episode name" spellCheck={false} />
         </label>
         {problem && <p className="error">{problem}</p>}
-        {noLinux && chosen?.linux && (
+        {noLinux && mode === 'path' && chosen?.linux && (
           <p className="error">
             {chosen.name} boots a Linux guest, which this host’s KVM cannot run: it will fail to boot.
           </p>
@@ -106,7 +133,7 @@ function NewEpisode() {
           <button type="button" onClick={close}>
             Cancel
           </button>
-          <button type="submit" className="primary" disabled={!online || !path || !!problem || !!busy}>
+          <button type="submit" className="primary" disabled={!online || !ready || !!problem || !!busy}>
             {busy ?? 'Start episode'}
           </button>
         </div>

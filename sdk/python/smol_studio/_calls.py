@@ -30,6 +30,7 @@ from ._types import (
     RemovedImages,
     RestoreResult,
     Screen,
+    SmolfileCheck,
     SmolfileExample,
     Snapshot,
     TokenInfo,
@@ -78,6 +79,10 @@ def openapi() -> Call[Dict[str, Any]]:
 
 def up(smolfile: str, name: Optional[str]) -> Call[Up]:
     return _call("POST", "/episodes", Up.from_json, _drop_none(smolfile=smolfile, name=name))
+
+
+def up_text(text: str, directory: Optional[str], name: Optional[str]) -> Call[Up]:
+    return _call("POST", "/episodes", Up.from_json, _drop_none(text=text, directory=directory, name=name))
 
 
 def up_from(machine_file: str, name: Optional[str], request_id: Optional[str] = None) -> Call[Up]:
@@ -239,7 +244,11 @@ def gc() -> Call[GcResult]:
 
 
 def smolfiles() -> Call[List[SmolfileExample]]:
-    return _call("GET", "/smolfiles", lambda j: [SmolfileExample(**e) for e in j["examples"]])
+    return _call("GET", "/smolfiles", lambda j: [SmolfileExample.from_json(e) for e in j["examples"]])
+
+
+def check_smolfile(text: str, directory: Optional[str]) -> Call[SmolfileCheck]:
+    return _call("POST", "/smolfiles/check", SmolfileCheck.from_json, _drop_none(text=text, directory=directory))
 
 
 def images() -> Call[List[Image]]:

@@ -662,6 +662,37 @@ class SmolfileExample:
     name: str
     path: str
     description: str
+    text: str = ""
+    linux: bool = False
+
+    @classmethod
+    def from_json(cls, j: Json) -> "SmolfileExample":
+        return cls(
+            name=j["name"], path=j["path"], description=j["description"], text=j.get("text", ""), linux=j.get("linux", False)
+        )
+
+
+@dataclass(frozen=True)
+class SmolfileProblem:
+    """One problem of a Smolfile, at its 1-based line and column (docs/smolfile.md)."""
+
+    severity: str
+    key: str
+    line: int
+    column: int
+    message: str
+
+
+@dataclass(frozen=True)
+class SmolfileCheck:
+    """``check_smolfile``'s answer: ``ok`` when it has no errors, and every problem in file order."""
+
+    ok: bool
+    problems: List[SmolfileProblem]
+
+    @classmethod
+    def from_json(cls, j: Json) -> "SmolfileCheck":
+        return cls(ok=j["ok"], problems=[SmolfileProblem(**p) for p in j["problems"]])
 
 
 @dataclass(frozen=True)

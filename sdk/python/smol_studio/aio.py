@@ -84,7 +84,9 @@ from ._types import (
     RemovedImages,
     RestoreResult,
     Screen,
+    SmolfileCheck,
     SmolfileExample,
+    SmolfileProblem,
     Snapshot,
     SnapshotNode,
     TokenInfo,
@@ -585,6 +587,12 @@ class AsyncSmol:
 
     async def up(self, smolfile: "Union[str, os.PathLike[str]]", name: Optional[str] = None) -> Up:
         return await self._call(calls.up(fspath(smolfile), name))
+
+    async def up_text(self, text: str, directory: Optional[str] = None, name: Optional[str] = None) -> Up:
+        return await self._call(calls.up_text(text, directory, name))
+
+    async def check_smolfile(self, text: str, directory: Optional[str] = None) -> SmolfileCheck:
+        return await self._call(calls.check_smolfile(text, directory))
 
     async def up_from(
         self,

@@ -82,7 +82,9 @@ from ._types import (
     RemovedImages,
     RestoreResult,
     Screen,
+    SmolfileCheck,
     SmolfileExample,
+    SmolfileProblem,
     Snapshot,
     SnapshotNode,
     TokenInfo,
@@ -611,6 +613,14 @@ class Smol:
     def up(self, smolfile: "Union[str, os.PathLike[str]]", name: Optional[str] = None) -> Up:
         """A new episode from a Smolfile; its first VM is running when this returns."""
         return self._call(calls.up(fspath(smolfile), name))
+
+    def up_text(self, text: str, directory: Optional[str] = None, name: Optional[str] = None) -> Up:
+        """A new episode from a Smolfile's text; relative paths start from ``directory`` (else they are errors)."""
+        return self._call(calls.up_text(text, directory, name))
+
+    def check_smolfile(self, text: str, directory: Optional[str] = None) -> SmolfileCheck:
+        """A Smolfile's text checked as ``up_text`` checks it: every error and warning at its line."""
+        return self._call(calls.check_smolfile(text, directory))
 
     def up_from(
         self,

@@ -44,7 +44,7 @@ def test_connect_starts_the_engine_once_and_a_second_client_shares_it(home: Engi
     # engine has and the SDK does not yet are named in a warning (the SDK grows with the API).
     operations = {op["operationId"] for path in smol.openapi()["paths"].values() for op in path.values()}
     called = {
-        "health", "openapi", "listEpisodes", "createEpisode", "listSmolfileExamples", "listImages", "pullImage",
+        "health", "openapi", "listEpisodes", "createEpisode", "listSmolfileExamples", "checkSmolfile", "listImages", "pullImage",
         "removeImage", "pruneImages", "getEpisode", "deleteEpisode", "listSnapshots", "listVms", "getVm", "updateVm", "removeVm",
         "checkpoint", "forkVm", "restore", "stopVm", "startVm", "pauseVm", "resumeVm", "resetVm", "memoryStats",
         "metrics", "network", "logs", "screen", "recording", "writeConsole", "getSnapshot", "updateSnapshot",
@@ -74,6 +74,22 @@ def test_console_write_comes_back_and_shows_in_logs_and_screen(smol: smol_studio
         assert "typed-through-the-socket" in eventually("the screen", lambda: smol.screen(ep.vm).text or None)
         with pytest.raises(smol_studio.WaitTimeout, match="never-printed"):
             smol.wait_for_output(ep.vm, "never-printed", timeout=1)
+
+
+def test_a_smolfile_as_text_is_checked_at_its_lines_and_starts_an_episode(smol: smol_studio.Smol) -> None:
+    echo = next(e for e in smol.smolfiles() if e.name == "echo.smolfile")
+    folder = os.path.dirname(echo.path)
+    assert smol.check_smolfile(echo.text, folder) == smol_studio.SmolfileCheck(ok=True, problems=[])
+    broken = smol.check_smolfile(echo.text.replace("cpus = 1", "cpuss = 1"), folder)
+    line = echo.text.split("\n").index("cpus = 1") + 1
+    assert not broken.ok and [(p.key, p.line) for p in broken.problems] == [("cpuss", line)]
+    relative = smol.check_smolfile(echo.text)  # no folder: its relative kernel path is refused
+    assert [p.key for p in relative.problems] == ["kernel"] and "relative path" in relative.problems[0].message
+    up = smol.up_text(echo.text, folder, name="from-text")
+    assert up.episode.name == "from-text" and up.vm.state == "running"
+    smol.write(up.vm, "typed-into-text")
+    assert smol.wait_for_output(up.vm, "typed-into-text", timeout=20)
+    smol.destroy(up.episode)
 
 
 def test_checkpoint_with_name_and_note_and_the_snapshots_flat_and_as_a_tree(
