@@ -1,8 +1,8 @@
 /*
  * Writing a snapshot to its directory (docs/snapshots.md, "On disk"): the memory layer (a diff against the nearest
- * layer of its chain already on disk while that chain is short, else full) and the state, written into DIR.partial-PID read-only, fsynced (with one
- * journal commit for both, sync_files) and renamed to DIR, so the directory appears whole or not at all. The layer
- * then reads its pages from the file.
+ * layer of its chain already on disk while that chain is short, else full) and the state, written into
+ * DIR.partial-PID read-only, fsynced (with one journal commit for both, sync_files) and renamed to DIR, so the
+ * directory appears whole or not at all. The layer then reads its pages from the file.
  */
 #define _GNU_SOURCE
 #include "error.h"
