@@ -5,6 +5,7 @@
 #include "guest_mem.h"
 #include "mem_layer.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -40,6 +41,20 @@ static struct mem_layer *diff(struct mem_layer *parent, uint64_t tag, const uint
 	for (int i = 0; i < n; i++)
 		mem_layer_set(bitmap, pages[i]);
 	return mem_layer_new(layer_fd(tag, pages, n), MEM_LAYER_DIFF, SIZE, 0, bitmap, parent, &err);
+}
+
+/* Open fds of this process (the runner's own stay open throughout a test). */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3;	/* ".", ".." and the directory's own fd */
 }
 
 static uint64_t word(const uint8_t *ram, uint64_t page)
@@ -148,10 +163,14 @@ TEST(a_chain_deeper_than_eight_is_flattened_in_the_background)
 	 * no longer deep and are left alone). */
 	flat = NULL;
 	for (int i = 0; i < 2000 && !flat; i++) {	/* up to 10 s */
-		for (struct mem_layer *l = top; l && !flat; l = l->parent) {
+		for (struct mem_layer *l = mem_layer_get(top), *below; l && !flat; l = below) {
 			pthread_mutex_lock(&l->lock);
 			flat = l->flat;
 			pthread_mutex_unlock(&l->lock);
+			below = flat ? NULL : mem_layer_parent(l);
+			if (flat)
+				CHECK(!mem_layer_parent(l));	/* flattened: its chain below was let go */
+			mem_layer_put(l);
 		}
 		if (!flat)
 			nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
@@ -204,4 +223,97 @@ TEST(the_vmm_marks_the_pages_it_writes_dirty)
 	guest_mem_exit(&mem);
 	mem_layer_put(top);
 	mem_layer_put(full);
+}
+
+TEST(a_chain_the_vm_keeps_adding_to_stays_bounded_in_layers_and_fds)
+{
+	struct vm_error err = { 0 };
+	struct mem_layer *full, *top = three_layers(&full);
+	int fds;
+	uint8_t *ram;
+
+	mem_layer_put(full);	/* as a VM holds it: only its top */
+	fds = open_fds();
+	for (uint64_t gen = 4; gen <= 300; gen++) {
+		uint64_t page = 10 + gen % 200;
+		struct mem_layer *next = diff(top, gen, &page, 1);
+
+		REQUIRE(next);
+		mem_layer_put(top);
+		top = next;
+		mem_layer_flatten_async(top);
+		if (gen % 50 == 0)	/* let the flattening catch up now and then, as checkpoints a second apart do */
+			for (int i = 0; i < 2000 && mem_layer_chain_depth(top) > MEM_LAYER_MAX_DEPTH; i++)
+				nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
+	}
+	for (int i = 0; i < 2000 && mem_layer_chain_depth(top) > MEM_LAYER_MAX_DEPTH + 1; i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
+	nanosleep(&(struct timespec){ .tv_nsec = 100000000 }, NULL);	/* a flatten thread putting its layer */
+	CHECK(mem_layer_chain_depth(top) <= MEM_LAYER_MAX_DEPTH + 1);
+	/* The layers below the newest flat copy were freed: a few memfds open, not 300. */
+	CHECK(open_fds() <= fds + 2 * MEM_LAYER_MAX_DEPTH + 4);
+	ram = mem_layer_map(top, &err);
+	REQUIRE(ram);
+	CHECK_EQ_INT(word(ram, 1), 1001);
+	CHECK_EQ_INT(word(ram, 5), 3005);
+	for (uint64_t gen = 101; gen <= 300; gen++)	/* the newest write of each page 10 + gen % 200 */
+		CHECK_EQ_INT(word(ram, 10 + gen % 200), gen * 1000 + 10 + gen % 200);
+	munmap(ram, SIZE);
+	mem_layer_put(top);
+}
+
+TEST(a_layer_written_full_becomes_its_own_flat_copy_and_lets_its_chain_go)
+{
+	struct vm_error err = { 0 };
+	struct mem_layer *full, *top = three_layers(&full), *parent;
+	struct mem_layer_base b;
+	char path[] = "/tmp/smol-test-full-XXXXXX";
+	int file = mkstemp(path), fds;
+	uint8_t *ram;
+
+	REQUIRE(file >= 0);
+	unlink(path);
+	REQUIRE(ftruncate(file, PAGE + SIZE) == 0);
+	mem_layer_find_base(top, &b);	/* nothing on disk: full */
+	CHECK(!b.base);
+	CHECK_EQ_INT(b.n, 0);
+	REQUIRE(mem_layer_copy(top, NULL, file, PAGE, NULL, NULL, NULL, NULL, NULL, &err) == 0);
+	mem_layer_put(full);
+	fds = open_fds();
+	mem_layer_adopt_full_file(top, file, PAGE, "/snapshots/sn-1", (const uint8_t *)"0123456789abcdef");
+	CHECK(!mem_layer_parent(top));
+	CHECK_EQ_INT(open_fds(), fds - 2);	/* full's and a's memfds closed; the file is now top's flat */
+	CHECK_EQ_INT(mem_layer_chain_depth(top), 1);
+	ram = mem_layer_map(top, &err);
+	REQUIRE(ram);
+	check_three(ram);
+	munmap(ram, SIZE);
+
+	/* The next diff goes over it, its chain on disk two long. */
+	{
+		uint64_t page = 40;
+		struct mem_layer *next = diff(top, 4, &page, 1);
+
+		mem_layer_find_base(next, &b);
+		CHECK(b.base == top);
+		CHECK_EQ_INT(b.n, 1);
+		CHECK(b.above[0] == next);
+		CHECK_EQ_INT(b.disk_depth, 1);
+		CHECK_STR_CONTAINS(b.dir, "/snapshots/sn-1");
+		mem_layer_base_put(&b);
+
+		/* Its chain on disk as long as a diff may make it: the next write is full, not over an older base. */
+		pthread_mutex_lock(&top->lock);
+		top->disk_depth = MEM_LAYER_MAX_DEPTH;
+		pthread_mutex_unlock(&top->lock);
+		mem_layer_find_base(next, &b);
+		CHECK(!b.base);
+		CHECK_EQ_INT(b.n, 0);
+		mem_layer_base_put(&b);
+		parent = mem_layer_parent(next);
+		CHECK(parent == top);
+		mem_layer_put(parent);
+		mem_layer_put(next);
+	}
+	mem_layer_put(top);
 }

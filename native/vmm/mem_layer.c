@@ -1,4 +1,9 @@
-/* Memory layers: reference counting, mapping a chain copy-on-write, copying a chain out, flattening. */
+/*
+ * Memory layers: reference counting, mapping a chain copy-on-write, copying a chain out, flattening. A layer's
+ * parent link is cut once the layer has a flat copy (made in memory, or the full snapshot file it was written to):
+ * whatever reads the chain takes each parent under the layer's lock, with a reference, and uses the flat copy where
+ * the link is gone, so a VM's chain stays bounded however many checkpoints it takes.
+ */
 #define _GNU_SOURCE
 #include "mem_layer.h"
 #include "error.h"
@@ -111,6 +116,30 @@ void mem_layer_put(struct mem_layer *l)
 	}
 }
 
+struct mem_layer *mem_layer_parent(struct mem_layer *l)
+{
+	struct mem_layer *p;
+
+	pthread_mutex_lock(&l->lock);
+	p = mem_layer_get(l->parent);
+	pthread_mutex_unlock(&l->lock);
+	return p;
+}
+
+/* Drops l's link to its parent once l has a flat copy (under the lock: a reader sees the link or the flat). */
+static void cut_below(struct mem_layer *l)
+{
+	struct mem_layer *parent = NULL;
+
+	pthread_mutex_lock(&l->lock);
+	if (l->flat) {
+		parent = l->parent;
+		l->parent = NULL;
+	}
+	pthread_mutex_unlock(&l->lock);
+	mem_layer_put(parent);
+}
+
 struct mem_layer *mem_layer_resolve(struct mem_layer *l)
 {
 	struct mem_layer *r;
@@ -147,27 +176,127 @@ void mem_layer_adopt_file(struct mem_layer *l, int fd, uint64_t data_offset)
 	close(old);	/* a memfd's pages go once no fd and no mapping holds them */
 }
 
-/* The chain from top down to its full layer, flattened layers used where they exist; newest first. */
-static int chain_collect(struct mem_layer *top, struct mem_layer *chain[CHAIN_MAX], struct vm_error *err)
+void mem_layer_adopt_full_file(struct mem_layer *l, int fd, uint64_t data_offset, const char *dir,
+			       const uint8_t id[SNAP_ID_SIZE])
 {
-	int n = 0;
+	struct vm_error err;
+	struct mem_layer *full = mem_layer_new(fd, MEM_LAYER_FULL, l->mem_size, data_offset, NULL, NULL, &err), *old;
+	char *copy = strdup(dir);
 
-	for (struct mem_layer *l = mem_layer_resolve(top);; l = mem_layer_resolve(l->parent)) {
-		chain[n++] = l;
-		if (l->kind == MEM_LAYER_FULL)
-			return n;
-		if (n == CHAIN_MAX) {
-			for (int i = 0; i < n; i++)
-				mem_layer_put(chain[i]);
-			return vm_error_set(err, ELOOP, "memory layer chain deeper than %d", CHAIN_MAX);
-		}
+	pthread_mutex_lock(&l->lock);
+	old = full ? l->flat : NULL;
+	if (full)
+		l->flat = full;
+	if (copy) {
+		free(l->dir);
+		l->dir = copy;
+		memcpy(l->snap_id, id, SNAP_ID_SIZE);
+		l->disk_depth = 1;
 	}
+	pthread_mutex_unlock(&l->lock);
+	mem_layer_put(old);	/* a memfd flat: a reader still mapping it holds its own reference */
+	if (full)
+		cut_below(l);
+	else
+		free(copy);	/* out of memory: l stays as it was, which is still right */
 }
 
 static void chain_put(struct mem_layer **chain, int n)
 {
 	for (int i = 0; i < n; i++)
 		mem_layer_put(chain[i]);
+}
+
+/* The chain from top down to its full layer, flattened layers used where they exist; newest first. */
+static int chain_collect(struct mem_layer *top, struct mem_layer *chain[CHAIN_MAX], struct vm_error *err)
+{
+	struct mem_layer *l = mem_layer_get(top);
+	int n = 0;
+
+	for (;;) {
+		struct mem_layer *flat, *parent = NULL;
+
+		pthread_mutex_lock(&l->lock);
+		flat = mem_layer_get(l->flat);
+		if (!flat)
+			parent = mem_layer_get(l->parent);
+		pthread_mutex_unlock(&l->lock);
+		if (flat) {	/* a flat layer is full */
+			mem_layer_put(l);
+			l = flat;
+		}
+		chain[n++] = l;
+		if (l->kind == MEM_LAYER_FULL)
+			return n;
+		if (!parent || n == CHAIN_MAX) {
+			mem_layer_put(parent);
+			chain_put(chain, n);
+			if (!parent)
+				return vm_error_set(err, EINVAL, "internal: a diff memory layer without its parent");
+			return vm_error_set(err, ELOOP, "memory layer chain deeper than %d", CHAIN_MAX);
+		}
+		l = parent;
+	}
+}
+
+int mem_layer_chain_depth(struct mem_layer *l)
+{
+	struct mem_layer *chain[CHAIN_MAX];
+	struct vm_error err;
+	int depth = chain_collect(l, chain, &err);
+
+	if (depth > 0)
+		chain_put(chain, depth);
+	return depth < 0 ? CHAIN_MAX : depth;
+}
+
+void mem_layer_find_base(struct mem_layer *top, struct mem_layer_base *b)
+{
+	struct mem_layer *l = mem_layer_get(top);
+
+	memset(b, 0, sizeof(*b));
+	while (l) {
+		struct mem_layer *parent;
+		int on_disk;
+
+		pthread_mutex_lock(&l->lock);
+		on_disk = l->dir != NULL;
+		if (on_disk && l->disk_depth < MEM_LAYER_MAX_DEPTH) {
+			b->dir = strdup(l->dir);
+			memcpy(b->snap_id, l->snap_id, SNAP_ID_SIZE);
+			b->disk_depth = l->disk_depth;
+		}
+		parent = on_disk ? NULL : mem_layer_get(l->parent);
+		pthread_mutex_unlock(&l->lock);
+		if (on_disk) {
+			/* The nearest layer on disk, or none: an older base would make the diff's walk grow by one a
+			 * checkpoint once the nearest ones are deep on disk. */
+			if (b->dir)	/* out of memory for it: written full */
+				b->base = l;
+			else
+				mem_layer_put(l);
+			break;
+		}
+		if (b->n == MEM_LAYER_MAX_DEPTH) {	/* too far down: a diff would be most of a full write */
+			mem_layer_put(parent);
+			mem_layer_put(l);
+			break;
+		}
+		b->above[b->n++] = l;
+		l = parent;	/* NULL: a full layer or a cut chain, not on disk; the write is full */
+	}
+	if (!b->base) {	/* a full write needs none of them */
+		chain_put(b->above, b->n);
+		b->n = 0;
+	}
+}
+
+void mem_layer_base_put(struct mem_layer_base *b)
+{
+	chain_put(b->above, b->n);
+	mem_layer_put(b->base);
+	free(b->dir);
+	memset(b, 0, sizeof(*b));
 }
 
 void *mem_layer_map(struct mem_layer *top, struct vm_error *err)
@@ -323,34 +452,18 @@ static int copy_full(struct copy *c, const struct layer_src *l, struct vm_error 
 	return 0;
 }
 
-int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64_t data_offset, uint8_t *bitmap_out,
-		   uint64_t *pages_out, uint64_t *bytes_out, void (*progress)(void *, uint64_t, uint64_t),
-		   void *opaque, struct vm_error *err)
+/* Copies the layers chain[0..n) (newest first; a full one only last) into fd; see mem_layer_copy. */
+static int copy_layers(struct mem_layer *const *chain, int n, int fd, uint64_t data_offset, uint8_t *bitmap_out,
+		       uint64_t *pages_out, uint64_t *bytes_out, void (*progress)(void *, uint64_t, uint64_t),
+		       void *opaque, struct vm_error *err)
 {
-	struct mem_layer *chain[CHAIN_MAX];
-	uint64_t pages = top->mem_size / SNAP_PAGE_SIZE;
+	uint64_t pages = chain[0]->mem_size / SNAP_PAGE_SIZE;
 	struct copy c = { .out = fd, .out_offset = data_offset, .progress = progress, .opaque = opaque };
-	int n = 0, ret = 0;
+	int ret = 0;
 
-	if (base) {
-		/* The layers strictly above base, on the chain as it was made (flattening would hide base). */
-		for (struct mem_layer *l = top; l != base; l = l->parent) {
-			if (!l || l->kind != MEM_LAYER_DIFF || n == CHAIN_MAX) {
-				chain_put(chain, n);
-				return vm_error_set(err, EINVAL, "internal: the base layer is not below the top layer");
-			}
-			chain[n++] = mem_layer_get(l);
-		}
-	} else {
-		n = chain_collect(top, chain, err);
-		if (n < 0)
-			return -1;
-	}
 	c.buf = aligned_alloc(SNAP_PAGE_SIZE, COPY_CHUNK);	/* page-aligned: the output may be O_DIRECT */
-	if (!c.buf) {
-		chain_put(chain, n);
+	if (!c.buf)
 		return vm_error_set(err, ENOMEM, "out of memory for copying a memory layer");
-	}
 	for (int i = 0; i < n; i++)
 		c.total += chain[i]->kind == MEM_LAYER_FULL ? chain[i]->mem_size : chain[i]->pages * SNAP_PAGE_SIZE;
 	if (bitmap_out)
@@ -385,7 +498,6 @@ int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64
 		close(src.fd);
 	}
 	free(c.buf);
-	chain_put(chain, n);
 	if (ret < 0)
 		return ret;
 	if (pages_out) {
@@ -398,16 +510,43 @@ int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64
 	return 0;
 }
 
-static int chain_depth(struct mem_layer *l)
+int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64_t data_offset, uint8_t *bitmap_out,
+		   uint64_t *pages_out, uint64_t *bytes_out, void (*progress)(void *, uint64_t, uint64_t),
+		   void *opaque, struct vm_error *err)
 {
-	int depth = 0;
 	struct mem_layer *chain[CHAIN_MAX];
-	struct vm_error err;
+	int n = 0, ret;
 
-	depth = chain_collect(l, chain, &err);
-	if (depth > 0)
-		chain_put(chain, depth);
-	return depth < 0 ? CHAIN_MAX : depth;
+	if (base) {
+		/* The layers strictly above base, on the chain as it was made (flattening would hide base). */
+		for (struct mem_layer *l = mem_layer_get(top); l != base; l = mem_layer_parent(l)) {
+			if (!l || l->kind != MEM_LAYER_DIFF || n == CHAIN_MAX) {
+				mem_layer_put(l);
+				chain_put(chain, n);
+				return vm_error_set(err, EINVAL, "internal: the base layer is not below the top layer");
+			}
+			chain[n++] = l;
+		}
+		mem_layer_put(base);	/* the walk's reference to it */
+		if (!n)
+			return vm_error_set(err, EINVAL, "internal: the base layer is the top layer");
+	} else {
+		n = chain_collect(top, chain, err);
+		if (n < 0)
+			return -1;
+	}
+	ret = copy_layers(chain, n, fd, data_offset, bitmap_out, pages_out, bytes_out, progress, opaque, err);
+	chain_put(chain, n);
+	return ret;
+}
+
+int mem_layer_copy_diff(const struct mem_layer_base *b, int fd, uint64_t data_offset, uint8_t *bitmap_out,
+			uint64_t *pages_out, uint64_t *bytes_out, void (*progress)(void *, uint64_t, uint64_t),
+			void *opaque, struct vm_error *err)
+{
+	if (!b->base || !b->n)
+		return vm_error_set(err, EINVAL, "internal: a diff without a base or without layers above it");
+	return copy_layers(b->above, b->n, fd, data_offset, bitmap_out, pages_out, bytes_out, progress, opaque, err);
 }
 
 static void *flatten_thread(void *arg)
@@ -426,6 +565,7 @@ static void *flatten_thread(void *arg)
 		else
 			mem_layer_put(flat);
 		pthread_mutex_unlock(&l->lock);
+		cut_below(l);	/* the layers below now serve only whoever else holds them */
 	}
 	if (fd >= 0)
 		close(fd);	/* out of memory: the chain stays as it is, only slower to map */
@@ -441,7 +581,7 @@ void mem_layer_flatten_async(struct mem_layer *l)
 	pthread_t thread;
 	pthread_attr_t attr;
 
-	if (chain_depth(l) <= MEM_LAYER_MAX_DEPTH)
+	if (mem_layer_chain_depth(l) <= MEM_LAYER_MAX_DEPTH)
 		return;
 	pthread_mutex_lock(&l->lock);
 	if (l->flat || l->flattening) {

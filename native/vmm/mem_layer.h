@@ -22,15 +22,30 @@ struct mem_layer {
 	uint64_t mem_size, data_offset;	/* page p of guest RAM is at data_offset + p * 4096 in fd */
 	uint8_t *bitmap;		/* diff: the pages this layer holds; NULL for a full layer */
 	uint64_t pages;			/* how many */
-	struct mem_layer *parent;	/* diff: the layer below (a reference) */
-	int depth;			/* layers in the chain down to the full one, this one included */
+	int depth;			/* layers in the chain as it was made, this one included */
 
 	pthread_mutex_t lock;		/* guards what follows */
+	struct mem_layer *parent;	/* diff: the layer below (a reference); NULL once cut (flat is then set) */
 	struct mem_layer *flat;		/* a full layer with the same contents as the chain, once one was made */
 	int flattening;
-	char *dir;			/* the snapshot directory this layer was written to, or NULL */
+	char *dir;			/* the snapshot directory this layer's pages are in (newest), or NULL */
 	uint8_t snap_id[SNAP_ID_SIZE];	/* that snapshot's id */
 	int disk_depth;			/* the length of its chain on disk */
+};
+
+/*
+ * What a diff of a chain's top layer is written over (vm_snapshot_write): the nearest layer already on disk, when
+ * it is at most MEM_LAYER_MAX_DEPTH layers down and its own chain on disk is shorter than MEM_LAYER_MAX_DEPTH; else
+ * none, and the snapshot is written full. Everything is referenced or copied, so a chain cut meanwhile (a flat copy
+ * made, a full write) does not change what the diff holds.
+ */
+struct mem_layer_base {
+	struct mem_layer *base;		/* referenced, or NULL: write full; may be top itself (an empty diff) */
+	struct mem_layer *above[MEM_LAYER_MAX_DEPTH];	/* top first, base excluded; referenced */
+	int n;
+	char *dir;			/* base's directory, its snapshot id and its chain's length on disk */
+	uint8_t snap_id[SNAP_ID_SIZE];
+	int disk_depth;
 };
 
 /* Takes ownership of fd. bitmap (diff only) is copied. parent is referenced. */
@@ -38,6 +53,13 @@ struct mem_layer *mem_layer_new(int fd, uint32_t kind, uint64_t mem_size, uint64
 				const uint8_t *bitmap, struct mem_layer *parent, struct vm_error *err);
 struct mem_layer *mem_layer_get(struct mem_layer *l);
 void mem_layer_put(struct mem_layer *l);
+
+/* The layer below l, referenced (put it), read under l's lock; NULL for a full layer or a diff whose chain was cut. */
+struct mem_layer *mem_layer_parent(struct mem_layer *l);
+
+/* Fills b for a write of top (see struct mem_layer_base); put it with mem_layer_base_put. */
+void mem_layer_find_base(struct mem_layer *top, struct mem_layer_base *b);
+void mem_layer_base_put(struct mem_layer_base *b);
 
 /* Maps the chain private and writable: guest RAM of mem_size bytes. Returns MAP_FAILED-free pointer or NULL. */
 void *mem_layer_map(struct mem_layer *top, struct vm_error *err);
@@ -50,6 +72,10 @@ void *mem_layer_map(struct mem_layer *top, struct vm_error *err);
 int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64_t data_offset, uint8_t *bitmap_out,
 		   uint64_t *pages_out, uint64_t *bytes_out, void (*progress)(void *, uint64_t, uint64_t),
 		   void *opaque, struct vm_error *err);
+/* The same for a diff over b->base (b from mem_layer_find_base, with a base): the pages of b->above. */
+int mem_layer_copy_diff(const struct mem_layer_base *b, int fd, uint64_t data_offset, uint8_t *bitmap_out,
+			uint64_t *pages_out, uint64_t *bytes_out, void (*progress)(void *, uint64_t, uint64_t),
+			void *opaque, struct vm_error *err);
 
 /*
  * The layer's pages are now also in a snapshot file (at data_offset, same page numbering): read them from there and
@@ -58,10 +84,23 @@ int mem_layer_copy(struct mem_layer *top, struct mem_layer *base, int fd, uint64
  */
 void mem_layer_adopt_file(struct mem_layer *l, int fd, uint64_t data_offset);
 
-/* Starts a background thread that builds l->flat when l's chain is deeper than MEM_LAYER_MAX_DEPTH. */
+/*
+ * l's whole contents are now also a full layer in a snapshot file, fd (owned) at data_offset, written to dir with
+ * id: that file becomes l's flat copy (freeing a memfd one), l's chain below is cut (the layers only it needed are
+ * freed, their fds closed) and l is on disk as that snapshot, its chain there one layer long.
+ */
+void mem_layer_adopt_full_file(struct mem_layer *l, int fd, uint64_t data_offset, const char *dir,
+			       const uint8_t id[SNAP_ID_SIZE]);
+
+/*
+ * Starts a background thread that builds l->flat when l's chain is deeper than MEM_LAYER_MAX_DEPTH. Once built, l's
+ * chain below is cut: a chain the VM keeps adding to stays bounded, in layers, fds and memory.
+ */
 void mem_layer_flatten_async(struct mem_layer *l);
 
 /* The layer to map for l: l->flat once it exists. Referenced; put it when done. */
+/* The length of l's chain as it is mapped (flat copies used): 1 for a full or flattened layer. */
+int mem_layer_chain_depth(struct mem_layer *l);
 struct mem_layer *mem_layer_resolve(struct mem_layer *l);
 
 static inline int mem_layer_test(const uint8_t *bitmap, uint64_t page)

@@ -237,8 +237,17 @@ void vm_snapshot_get_info(const struct vm_snapshot *s, struct vm_snapshot_info *
 	info->pages = s->layer->pages;
 	info->mem_size = s->info.mem_size;
 	info->nr_cpus = (int)s->info.nr_cpus;
-	if (s->layer->kind == MEM_LAYER_DIFF && s->layer->parent && s->layer->parent->dir)
-		snprintf(info->parent_dir, sizeof(info->parent_dir), "%s", s->layer->parent->dir);
+	if (s->layer->kind == MEM_LAYER_DIFF) {
+		struct mem_layer *parent = mem_layer_parent(s->layer);
+
+		if (parent) {
+			pthread_mutex_lock(&parent->lock);
+			if (parent->dir)
+				snprintf(info->parent_dir, sizeof(info->parent_dir), "%s", parent->dir);
+			pthread_mutex_unlock(&parent->lock);
+			mem_layer_put(parent);
+		}
+	}
 }
 
 /* ---- restore ---- */

@@ -1,8 +1,8 @@
 /*
- * Writing a snapshot to its directory (docs/snapshots.md, "On disk"): the memory layer (full, or a diff against the
- * newest layer of its chain already on disk) and the state, written into DIR.partial-PID read-only, fsynced (with one
- * journal commit for both, sync_files) and renamed to DIR, so the directory appears whole or not at all. The layer
- * then reads its pages from the file.
+ * Writing a snapshot to its directory (docs/snapshots.md, "On disk"): the memory layer (a diff against the nearest
+ * layer of its chain already on disk while that chain is short, else full) and the state, written into
+ * DIR.partial-PID read-only, fsynced (with one journal commit for both, sync_files) and renamed to DIR, so the
+ * directory appears whole or not at all. The layer then reads its pages from the file.
  */
 #define _GNU_SOURCE
 #include "error.h"
@@ -98,6 +98,16 @@ static int create_file(const char *tmp, const char *name, char path[PATH_MAX + 6
 	return fd;
 }
 
+/* The pages of top over b->base (their bitmap into bitmap), or all of them without a base. */
+static int copy_memory(struct mem_layer *top, const struct mem_layer_base *b, int fd, uint64_t data_offset,
+		       uint8_t *bitmap, uint64_t *pages, uint64_t *bytes, vm_progress_fn progress, void *opaque,
+		       struct vm_error *err)
+{
+	if (b->base)
+		return mem_layer_copy_diff(b, fd, data_offset, bitmap, pages, bytes, progress, opaque, err);
+	return mem_layer_copy(top, NULL, fd, data_offset, NULL, pages, bytes, progress, opaque, err);
+}
+
 /*
  * Writes tmp/memory and returns its fd, not yet fsynced (the caller syncs both files together), or -1. The pages go
  * out with O_DIRECT where the file system has it: written to the disk by the time the copy returns, not left in the
@@ -106,10 +116,10 @@ static int create_file(const char *tmp, const char *name, char path[PATH_MAX + 6
  * fsync p50 41 against 88 ms (p90 76 against 202); at an idler moment 20 against 29. The price: the file's pages are
  * not in the page cache afterwards, so a restore or fork that reads them soon after reads them from the disk.
  */
-static int write_memory(struct vm_snapshot *s, const char *tmp, struct mem_layer *base, vm_progress_fn progress,
-			void *opaque, struct vm_snapshot_info *info, struct vm_error *err)
+static int write_memory(struct vm_snapshot *s, const char *tmp, const struct mem_layer_base *b,
+			vm_progress_fn progress, void *opaque, struct vm_snapshot_info *info, struct vm_error *err)
 {
-	struct mem_layer *top = s->layer;
+	struct mem_layer *top = s->layer, *base = b->base;
 	uint32_t kind = base ? MEM_LAYER_DIFF : MEM_LAYER_FULL;
 	struct mem_layer_header h = { .kind = kind, .mem_size = top->mem_size };
 	uint8_t *header = NULL, *bitmap = NULL;
@@ -133,14 +143,14 @@ static int write_memory(struct vm_snapshot *s, const char *tmp, struct mem_layer
 	if (!ret && base == top)
 		h.pages = 0;	/* nothing changed since the parent: an empty diff */
 	else if (!ret)
-		ret = mem_layer_copy(top, base, fd, h.data_offset, base ? bitmap : NULL, &h.pages, &info->bytes_written,
-				     progress, opaque, err);
+		ret = copy_memory(top, b, fd, h.data_offset, bitmap, &h.pages, &info->bytes_written, progress, opaque,
+				  err);
 	if (ret && direct && err && err->code == EINVAL && fcntl(fd, F_SETFL, flags) == 0) {
 		/* A file system that took O_DIRECT but refuses its writes: the same copy, buffered. */
 		direct = 0;
 		memset(err, 0, sizeof(*err));
-		ret = mem_layer_copy(top, base, fd, h.data_offset, base ? bitmap : NULL, &h.pages,
-				     &info->bytes_written, progress, opaque, err);
+		ret = copy_memory(top, b, fd, h.data_offset, bitmap, &h.pages, &info->bytes_written, progress, opaque,
+				  err);
 	}
 	if (direct && fcntl(fd, F_SETFL, flags) < 0 && !ret)
 		ret = vm_error_set(err, errno, "cannot write %s: %s", path, strerror(errno));
@@ -162,7 +172,7 @@ static int write_memory(struct vm_snapshot *s, const char *tmp, struct mem_layer
 }
 
 /* Writes tmp/state and returns its fd, not yet fsynced, or -1. */
-static int write_state(struct vm_snapshot *s, const char *tmp, struct mem_layer *base, const char *abs_dir,
+static int write_state(struct vm_snapshot *s, const char *tmp, const struct mem_layer_base *b, const char *abs_dir,
 		       struct vm_error *err)
 {
 	struct snap_writer w;
@@ -172,11 +182,11 @@ static int write_state(struct vm_snapshot *s, const char *tmp, struct mem_layer 
 	snap_writer_init(&w);
 	snap_append(&w, s->blob + SNAP_HEADER_SIZE, s->blob_len - SNAP_HEADER_SIZE - SNAP_TRAILER_SIZE);
 	w.nr_sections = s->parsed.nr_sections;
-	if (base) {
-		relative_path(abs_dir, base->dir, rel, sizeof(rel));
+	if (b->base) {
+		relative_path(abs_dir, b->dir, rel, sizeof(rel));
 		snap_put(&w, SNAP_PARENT, 0, rel, strlen(rel));
 	}
-	ret = snap_writer_finish(&w, s->parsed.id, base ? base->snap_id : NULL, err);
+	ret = snap_writer_finish(&w, s->parsed.id, b->base ? b->snap_id : NULL, err);
 	fd = ret < 0 ? -1 : create_file(tmp, "state", path, err);
 	if (fd >= 0) {
 		e = -file_pwrite_all(fd, w.buf, w.len, 0);
@@ -245,7 +255,8 @@ int vm_snapshot_write(struct vm_snapshot *s, const char *dir, vm_progress_fn pro
 		      struct vm_snapshot_info *info, struct vm_error *err)
 {
 	char abs_dir[PATH_MAX], tmp[PATH_MAX + 32], path[PATH_MAX + 40];
-	struct mem_layer *base = NULL, *top = s->layer;
+	struct mem_layer *base, *top = s->layer;
+	struct mem_layer_base b;
 	struct stat sb;
 	int ret, memory_fd, state_fd;
 
@@ -255,25 +266,15 @@ int vm_snapshot_write(struct vm_snapshot *s, const char *dir, vm_progress_fn pro
 		return ret;
 	if (lstat(abs_dir, &sb) == 0)
 		return vm_error_set(err, EEXIST, "%s already exists; a snapshot is written to a new directory", abs_dir);
-	/* The newest layer of this chain already on disk, if the chain to it is short enough for a diff. */
-	for (struct mem_layer *l = top; l; l = l->parent) {
-		int on_disk;
-
-		pthread_mutex_lock(&l->lock);
-		on_disk = l->dir != NULL && l->disk_depth < MEM_LAYER_MAX_DEPTH;
-		pthread_mutex_unlock(&l->lock);
-		if (on_disk) {
-			base = l;
-			break;
-		}
-	}
 	snprintf(tmp, sizeof(tmp), "%s.partial-%d", abs_dir, (int)getpid());
 	file_remove_partial(tmp, snapshot_files);	/* left over from a crash of this very pid number */
 	if (mkdir(tmp, 0755) < 0)
 		return vm_error_set(err, errno, "cannot create %s: %s", tmp, strerror(errno));
 	trace_step("write: make the partial directory");
-	memory_fd = write_memory(s, tmp, base, progress, opaque, info, err);
-	state_fd = memory_fd < 0 ? -1 : write_state(s, tmp, base, abs_dir, err);
+	mem_layer_find_base(top, &b);	/* the layers the diff needs, referenced: a chain cut meanwhile is no matter */
+	base = b.base;
+	memory_fd = write_memory(s, tmp, &b, progress, opaque, info, err);
+	state_fd = memory_fd < 0 ? -1 : write_state(s, tmp, &b, abs_dir, err);
 	ret = state_fd < 0 ? -1 : sync_files(tmp, memory_fd, state_fd, err);
 	if (memory_fd >= 0)
 		close(memory_fd);
@@ -282,6 +283,7 @@ int vm_snapshot_write(struct vm_snapshot *s, const char *dir, vm_progress_fn pro
 	if (!ret && rename(tmp, abs_dir) < 0)
 		ret = vm_error_set(err, errno, "cannot publish the snapshot as %s: %s", abs_dir, strerror(errno));
 	if (ret < 0) {
+		mem_layer_base_put(&b);
 		file_remove_partial(tmp, snapshot_files);
 		return ret;
 	}
@@ -292,15 +294,16 @@ int vm_snapshot_write(struct vm_snapshot *s, const char *dir, vm_progress_fn pro
 	info->mem_size = s->info.mem_size;
 	info->nr_cpus = (int)s->info.nr_cpus;
 	if (base)
-		snprintf(info->parent_dir, sizeof(info->parent_dir), "%s", base->dir);
+		snprintf(info->parent_dir, sizeof(info->parent_dir), "%s", b.dir);
 	if (base != top) {
+		uint64_t offset = mem_layer_data_offset(base ? MEM_LAYER_DIFF : MEM_LAYER_FULL, top->mem_size);
 		int adopt = 0, fd;
 
 		pthread_mutex_lock(&top->lock);
 		if (!top->dir) {
 			top->dir = strdup(abs_dir);
 			memcpy(top->snap_id, s->parsed.id, SNAP_ID_SIZE);
-			top->disk_depth = base ? base->disk_depth + 1 : 1;
+			top->disk_depth = base ? b.disk_depth + 1 : 1;
 			adopt = 1;
 		}
 		pthread_mutex_unlock(&top->lock);
@@ -308,8 +311,15 @@ int vm_snapshot_write(struct vm_snapshot *s, const char *dir, vm_progress_fn pro
 		snprintf(path, sizeof(path), "%s/memory", abs_dir);
 		fd = adopt ? open(path, O_RDONLY | O_CLOEXEC) : -1;
 		if (fd >= 0)
-			mem_layer_adopt_file(top, fd, mem_layer_data_offset(base ? MEM_LAYER_DIFF : MEM_LAYER_FULL,
-									    top->mem_size));
+			mem_layer_adopt_file(top, fd, offset);
+		/*
+		 * A full file holds the whole chain: it becomes top's flat copy and the chain below top is let go (its
+		 * layers, their fds and flat copies), and the next diffs are written over this snapshot.
+		 */
+		fd = !base && top->kind == MEM_LAYER_DIFF ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+		if (fd >= 0)
+			mem_layer_adopt_full_file(top, fd, offset, abs_dir, s->parsed.id);
 	}
+	mem_layer_base_put(&b);
 	return 0;
 }
