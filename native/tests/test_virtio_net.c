@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <time.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -203,6 +204,9 @@ TEST(an_arp_request_goes_out_and_its_answer_comes_back_in_a_receive_buffer)
 	struct pollfd p = { .fd = net_slirp_rx_fd(r->ns), .events = POLLIN };
 
 	CHECK_EQ_INT(poll(&p, 1, 5000), 1);
+	/* The slirp thread kicks the fd, then calls rx_ready: under load this thread can wake between the two. */
+	for (int i = 0; i < 1000 && __atomic_load_n(&r->rx_ready, __ATOMIC_SEQ_CST) < 1; i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
 	CHECK(__atomic_load_n(&r->rx_ready, __ATOMIC_SEQ_CST) >= 1);
 	int irqs = r->d.irqs;
 
