@@ -162,7 +162,9 @@ async function kvmPart(label, project, { needs = 'any', labShards = 1 } = {}) {
   // A lab run that prints nothing for 15 minutes has hung: the lab is asked what it was doing (the log it names) and
   // stopped, instead of using up the 30-minute timeout. Vitest prints a file's results when it ends, and the longest
   // file (smolmachine.test.ts) took 535 s in a lab on 2026-12-03 with other work on the host: 10 minutes was too close.
-  const inLab = (argv) => [process.execPath, lab, '--stall', '900', '--', ...argv];
+  // Each lab VM gets 40 minutes, not the lab's default 30: on 2026-12-03 both Linux shards of a clean-clone CI here
+  // ran out of 30 minutes with 18 of 22 files passed (about 1,900 s of lab work each on this shared host).
+  const inLab = (argv) => [process.execPath, lab, '--timeout', '2400', '--stall', '900', '--', ...argv];
   if (labShards === 1) return vitestPart(name, project, inLab);
   // The Linux guest tests take longer than one lab's 30 minutes in a row (about 40 in all on 2026-12-02): their files
   // are split over labShards lab VMs at once (vitest --shard), one TCG vCPU each, each with its own timeout and count,
