@@ -174,6 +174,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("diskInfo", Napi::Function::New<DiskInfo>(env, "diskInfo"));
   exports.Set("flattenDiskLayer", Napi::Function::New<FlattenDiskLayer>(env, "flattenDiskLayer"));
   exports.Set("exportDisk", Napi::Function::New<ExportDisk>(env, "exportDisk"));
+  exports.Set("dataExtents", Napi::Function::New<DataExtents>(env, "dataExtents"));
   exports.Set("snapshotInfo", Napi::Function::New<SnapshotInfo>(env, "snapshotInfo"));
   exports.Set("jailLockdown", Napi::Function::New<JailLockdown>(env, "jailLockdown"));
   exports.Set("jailTestForbidden", Napi::Function::New<JailTestForbidden>(env, "jailTestForbidden"));

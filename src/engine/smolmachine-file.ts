@@ -24,6 +24,7 @@ import {
   type MachineManifest,
   type PackedFile,
 } from './smolmachine-format.js';
+import { dataExtents } from './file-extents.js';
 import { zstdCompress, zstdDecompress } from './zstd.js';
 
 const openFd = promisify(open);
@@ -131,6 +132,8 @@ export async function createMachine(
 
   const writer: MachineWriter = {
     async addFile(file) {
+      // Only where the file has data: its holes read as zero pages, which are left out anyway.
+      const { extents } = await dataExtents(file, PAGE);
       const src = await openFd(file, 'r');
       try {
         const { size } = await fstatFd(src);
@@ -149,8 +152,28 @@ export async function createMachine(
           gap = [];
           gapBytes = 0;
         };
-        for (let offset = 0; offset < size; offset += READ_BLOCK) {
-          const block = await readAt(src, Math.min(READ_BLOCK, size - offset), offset);
+        /** `bytes` of zeros not read (a hole): as many zero pages after the run, or the run's end. */
+        const skip = (bytes: number) => {
+          if (!runBytes || bytes <= 0) return;
+          if (gapBytes + bytes >= MERGE_GAP || runBytes + gapBytes + bytes >= CHUNK_MAX) return flush();
+          for (let left = bytes; left > 0; left -= PAGE) gap.push(ZERO_PAGE.subarray(0, Math.min(PAGE, left)));
+          gapBytes += bytes;
+        };
+        let end = 0; // where the last extent read ended
+        const blocks = extents
+          .filter(([from]) => from < size)
+          .flatMap(([from, to]) => {
+            const out: Array<{ offset: number; length: number; hole: number }> = [];
+            for (let offset = from; offset < Math.min(to, size); offset += READ_BLOCK) {
+              out.push({ offset, length: Math.min(READ_BLOCK, Math.min(to, size) - offset), hole: offset - end });
+              end = offset + out.at(-1)!.length;
+            }
+            return out;
+          });
+        for (const { offset, length, hole } of blocks) {
+          skip(hole);
+          scanned += hole;
+          const block = await readAt(src, length, offset);
           for (let i = 0; i < block.length; i += PAGE) {
             const page = block.subarray(i, Math.min(i + PAGE, block.length));
             if (page.equals(ZERO_PAGE.subarray(0, page.length))) {
@@ -171,6 +194,8 @@ export async function createMachine(
           await drain(2);
           onProgress(scanned, total);
         }
+        scanned += size - end; // the hole at the end
+        onProgress(scanned, total);
         flush();
         await drain(0);
         const text = layoutText(

@@ -286,6 +286,11 @@ export interface NativeBinding {
    */
   snapshotInfo(dir: string): Promise<SnapshotInfo>;
   /**
+   * Where a sparse file has data (SEEK_DATA/SEEK_HOLE), as [start, end) byte ranges in order; the whole file as one
+   * range on a file system without them. Packing a .smolmachine skips the holes (docs/smolmachine.md).
+   */
+  dataExtents(path: string): Promise<{ size: number; extents: Array<[number, number]> }>;
+  /**
    * Jails the calling process (docs/security.md): core dumps off, `nofile` open files, no capabilities,
    * no_new_privs and the seccomp allow-list on every thread; a forbidden call writes `seccomp: <name>` to `reportFd`
    * (default stderr) and the process dies by SIGSYS. Once per process.
