@@ -2,18 +2,24 @@ import path from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { defineConfig } from 'vitest/config';
 // @ts-expect-error: a plain JavaScript module without types
-import { balanceShards, labSeconds } from './scripts/lab/shards.js';
+import { balanceShards, labAfterLastShard, labSeconds } from './scripts/lab/shards.js';
 
 /**
  * `--shard=I/N` splits the files by their measured lab time (tests/linux/lab-seconds.json, scripts/lab/shards.js)
- * instead of into equal counts: scripts/test.js shards only the Linux guest tests, whose files take 20 s to 10 min.
+ * instead of into equal counts: scripts/test.js shards only the Linux guest tests, whose files take 20 s to 10 min,
+ * and runs the Python SDK's agent tests after the last shard (so that shard gets less).
  */
 class MeasuredShards extends BaseSequencer {
   override async shard(files: TestSpecification[]): Promise<TestSpecification[]> {
     const { index, count } = this.ctx.config.shard!;
     const relative = (spec: TestSpecification) =>
       path.relative(this.ctx.config.root, spec.moduleId).split(path.sep).join('/');
-    const shards: Array<{ files: string[] }> = balanceShards(files.map(relative), count, labSeconds());
+    const shards: Array<{ files: string[] }> = balanceShards(
+      files.map(relative),
+      count,
+      labSeconds(),
+      labAfterLastShard(),
+    );
     const mine = new Set(shards[index - 1]!.files);
     return files.filter((spec) => mine.has(relative(spec)));
   }

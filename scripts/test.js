@@ -140,13 +140,15 @@ function kvmImplementation() {
 
 /**
  * A vitest project whose tests need KVM: on this machine's /dev/kvm when it is usable (for `needs: 'hardware'`, only
- * when it is hardware KVM), else inside the KVM lab.
+ * when it is hardware KVM), else inside the KVM lab. `after` (a function giving a part) runs when the project's tests
+ * end, or when the last lab shard ends: sharded, its parts come back as an array, `after`'s last.
  */
-async function kvmPart(label, project, { needs = 'any', labShards = 1 } = {}) {
+async function kvmPart(label, project, { needs = 'any', labShards = 1, after = null } = {}) {
   const usable = kvmUsable();
   const implementation = usable ? kvmImplementation() : null;
+  const andAfter = async (part) => (after ? [part, await after()] : part);
   if (usable && (needs === 'any' || implementation === 'hardware')) {
-    return vitestPart(`${label} (this machine’s /dev/kvm)`, project);
+    return andAfter(await vitestPart(`${label} (this machine’s /dev/kvm)`, project));
   }
   if (usable)
     note(
@@ -154,10 +156,11 @@ async function kvmPart(label, project, { needs = 'any', labShards = 1 } = {}) {
     );
   const name = `${label} (KVM lab)`;
   if (process.env.SMOL_IN_LAB === '1') {
-    return { name, problem: 'running inside the KVM lab, but /dev/kvm is not usable there' };
+    return andAfter({ name, problem: 'running inside the KVM lab, but /dev/kvm is not usable there' });
   }
   const lab = path.join(root, 'scripts', 'lab.js');
-  if (!fs.existsSync(lab)) return { name, problem: `/dev/kvm is not usable here and there is no KVM lab (${lab})` };
+  if (!fs.existsSync(lab))
+    return andAfter({ name, problem: `/dev/kvm is not usable here and there is no KVM lab (${lab})` });
   if (!usable) note(`/dev/kvm is not usable here; running the ${label} in the KVM lab`);
   // A lab run that prints nothing for 15 minutes has hung: the lab is asked what it was doing (the log it names) and
   // stopped, instead of using up the 30-minute timeout. Vitest prints a file's results when it ends, and the longest
@@ -165,12 +168,20 @@ async function kvmPart(label, project, { needs = 'any', labShards = 1 } = {}) {
   // Each lab VM gets 40 minutes, not the lab's default 30: on 2026-12-03 both Linux shards of a clean-clone CI here
   // ran out of 30 minutes with 18 of 22 files passed (about 1,900 s of lab work each on this shared host).
   const inLab = (argv) => [process.execPath, lab, '--timeout', '2400', '--stall', '900', '--', ...argv];
-  if (labShards === 1) return vitestPart(name, project, inLab);
+  if (labShards === 1) return andAfter(await vitestPart(name, project, inLab));
   // The Linux guest tests take longer than one lab's 30 minutes in a row (about 40 in all on 2026-12-02): their files
   // are split over labShards lab VMs at once (vitest --shard), one TCG vCPU each, each with its own timeout and count,
   // by each file's measured lab time (scripts/lab/shards.js, tests/linux/lab-seconds.json), not vitest's equal counts.
+  // `after` follows the last shard, which is given that much less (lab-seconds.json's afterLastShard), so that it
+  // runs beside the other shards' end instead of after all of them.
   const shards = Array.from({ length: labShards }, (_, i) => `${i + 1}/${labShards}`);
-  return Promise.all(shards.map((shard) => vitestPart(`${name}, shard ${shard}`, project, inLab, {}, shard)));
+  const ran = await Promise.all(
+    shards.map(async (shard, i) => {
+      const part = await vitestPart(`${name}, shard ${shard}`, project, inLab, {}, shard);
+      return i === labShards - 1 ? andAfter(part) : part;
+    }),
+  );
+  return ran.flat();
 }
 
 /**
@@ -286,13 +297,15 @@ async function main() {
   const guest = settle(await guestBuildPart());
   parts.push(guest);
   if (guest.failed === 0) parts.push(settle(await debianImagePart()));
-  if (guest.failed === 0)
-    parts.push(
-      ...[await kvmPart('Linux guest tests', 'linux', { needs: 'hardware', labShards: 2 })].flat().map(settle),
-    );
-  else parts.push(settle({ name: 'Linux guest tests', problem: 'not run: the guest did not build' }));
-  if (guest.failed === 0) parts.push(settle(await pytestPart({ agent: true })));
-  else parts.push(settle({ name: 'Python SDK agent tests', problem: 'not run: the guest did not build' }));
+  if (guest.failed === 0) {
+    // The Python SDK's agent tests need the Linux guest too: in the lab they follow the last Linux shard.
+    const after = () => pytestPart({ agent: true });
+    const linux = await kvmPart('Linux guest tests', 'linux', { needs: 'hardware', labShards: 2, after });
+    parts.push(...[linux].flat().map(settle));
+  } else {
+    parts.push(settle({ name: 'Linux guest tests', problem: 'not run: the guest did not build' }));
+    parts.push(settle({ name: 'Python SDK agent tests', problem: 'not run: the guest did not build' }));
+  }
 
   process.stdout.write('\n');
   for (const part of parts) {

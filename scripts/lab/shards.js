@@ -10,6 +10,17 @@ import { fileURLToPath } from 'node:url';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const labSecondsFile = path.join(root, 'tests', 'linux', 'lab-seconds.json');
 
+/**
+ * The seconds of lab work scripts/test.js runs after the last shard's files, in a lab of its own (the Python SDK's
+ * agent tests): the last shard gets that much less of the files, so that both end about together.
+ */
+export function labAfterLastShard(file = labSecondsFile) {
+  const after = JSON.parse(fs.readFileSync(file, 'utf8')).afterLastShard?.seconds ?? 0;
+  if (typeof after !== 'number' || after < 0)
+    throw new Error(`${file}: afterLastShard.seconds is not a number of seconds`);
+  return after;
+}
+
 /** The measured seconds per test file, by path relative to the checkout ("tests/linux/boot.test.ts"). */
 export function labSeconds(file = labSecondsFile) {
   const table = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -20,10 +31,11 @@ export function labSeconds(file = labSecondsFile) {
 /**
  * Splits `files` (paths relative to the checkout) into `count` shards of nearly equal measured time: the longest
  * file first, each into the shard with the least time so far (ties: the lower shard). A file without a figure
- * counts as the median of the others. The same input always gives the same shards, on every machine and in every
- * shard's own process, which is what makes each file run in exactly one shard.
+ * counts as the median of the others. `afterLast` seconds of other work follow the last shard (labAfterLastShard):
+ * it starts with them. The same input always gives the same shards, on every machine and in every shard's own
+ * process, which is what makes each file run in exactly one shard.
  */
-export function balanceShards(files, count, seconds) {
+export function balanceShards(files, count, seconds, afterLast = 0) {
   if (!Number.isInteger(count) || count < 1) throw new Error(`shard count must be a positive integer, not ${count}`);
   const known = files
     .map((f) => seconds[f])
@@ -34,6 +46,7 @@ export function balanceShards(files, count, seconds) {
     .map((file) => ({ file, weight: typeof seconds[file] === 'number' ? seconds[file] : fallback }))
     .sort((a, b) => b.weight - a.weight || (a.file < b.file ? -1 : a.file > b.file ? 1 : 0));
   const shards = Array.from({ length: count }, () => ({ files: [], seconds: 0 }));
+  if (count > 1) shards[count - 1].seconds = afterLast;
   for (const { file, weight } of weighed) {
     let least = shards[0];
     for (const shard of shards) if (shard.seconds < least.seconds) least = shard;
@@ -80,7 +93,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
       .filter((name) => name.endsWith('.test.ts'))
       .map((name) => `tests/linux/${name}`);
     for (const count of [2, 3]) {
-      balanceShards(files, count, labSeconds()).forEach((shard, i) =>
+      balanceShards(files, count, labSeconds(), labAfterLastShard()).forEach((shard, i) =>
         console.log(`${i + 1}/${count}: ${shard.seconds} s: ${shard.files.join(' ')}`),
       );
     }

@@ -4,11 +4,11 @@ import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain JavaScript module without types
-import { balanceShards, labSeconds, secondsFromReports } from './shards.js';
+import { balanceShards, labAfterLastShard, labSeconds, secondsFromReports } from './shards.js';
 
 type Shard = { files: string[]; seconds: number };
-const split = (files: string[], count: number, seconds: Record<string, number>): Shard[] =>
-  balanceShards(files, count, seconds);
+const split = (files: string[], count: number, seconds: Record<string, number>, afterLast = 0): Shard[] =>
+  balanceShards(files, count, seconds, afterLast);
 
 describe('balanceShards', () => {
   it('puts every file in exactly one shard, longest first into the emptiest', () => {
@@ -36,6 +36,17 @@ describe('balanceShards', () => {
     expect(shards.map((s) => s.seconds).sort((a, b) => a - b)).toEqual([90, 100]);
   });
 
+  it('gives the last shard less when other work follows it', () => {
+    const seconds = { a: 600, b: 300, c: 250, d: 240, e: 220, f: 30, g: 20 };
+    const shards = split(Object.keys(seconds), 2, seconds, 250);
+    expect(shards.map((s) => s.files)).toEqual([
+      ['a', 'd', 'f', 'g'],
+      ['b', 'c', 'e'],
+    ]);
+    expect(shards.map((s) => s.seconds)).toEqual([890, 1020]); // the second's 770 s of files and the 250 after them
+    expect(split(['a', 'b'], 1, seconds, 250)[0]!.seconds).toBe(900); // one shard: nothing to even out
+  });
+
   it('leaves shards empty when there are fewer files than shards, and refuses a count that is not one', () => {
     expect(split(['a'], 3, { a: 1 }).map((s) => s.files)).toEqual([['a'], [], []]);
     expect(() => split(['a'], 0, {})).toThrow('shard count must be a positive integer, not 0');
@@ -48,6 +59,7 @@ describe('the measured table', () => {
     .filter((name) => name.endsWith('.test.ts'))
     .map((name) => `tests/linux/${name}`);
   const seconds: Record<string, number> = labSeconds();
+  const afterLast: number = labAfterLastShard();
 
   it('has a figure for every Linux test file and none for a file that is gone', () => {
     const missing = files.filter((f) => typeof seconds[f] !== 'number');
@@ -56,8 +68,9 @@ describe('the measured table', () => {
     expect(gone, 'remove them from tests/linux/lab-seconds.json').toEqual([]);
   });
 
-  it('splits the Linux tests over two labs within a tenth of each other', () => {
-    const [one, two] = split(files, 2, seconds);
+  it('splits the Linux tests and the work after them over two labs within a tenth of each other', () => {
+    expect(afterLast).toBeGreaterThan(0);
+    const [one, two] = split(files, 2, seconds, afterLast);
     expect(one!.files.length + two!.files.length).toBe(files.length);
     expect(Math.abs(one!.seconds - two!.seconds)).toBeLessThan((one!.seconds + two!.seconds) / 10);
   });
