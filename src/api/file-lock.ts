@@ -3,7 +3,7 @@
 // plus their own change, and the one that writes last drops the other's. The lock is FILE.lock, the engine's own
 // pid lock (takeLock: O_EXCL, its owner's pid, a dead owner's lock taken over under a guard); one held by a living
 // process is waited for, briefly, as these critical sections last a millisecond.
-import { takeLock } from '../engine/engine-process.js';
+import { takeLock } from '../engine/pid-lock.js';
 
 const WAIT_MS = 5_000;
 const pause = new Int32Array(new SharedArrayBuffer(4));

@@ -1,6 +1,6 @@
 // The engine process (docs/engine.md, "Processes"): takes the data dir's lock, opens the engine, serves the API on
 // the data dir's Unix socket, resumes what the last engine suspended, and suspends everything when told to stop.
-import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { appendFileSync, mkdirSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../package-root.js';
 import { startApiServer } from './api-server.js';
@@ -15,88 +15,9 @@ import { enginePaths } from './engine-paths.js';
 import type { VmHostLauncher } from './vmhost-launcher.js';
 
 import { pidAlive } from '../pid-alive.js';
+import { takeLock } from './pid-lock.js';
 
-export { pidAlive };
-
-/**
- * Takes the data dir's lock: a file created with O_EXCL holding our pid. A lock whose process is gone is taken
- * over; one held by a live process means another engine serves this data dir (returns its pid). Taking over is
- * itself guarded by an O_EXCL file, so two starters that both find a stale lock cannot both end up holding it.
- */
-export function takeLock(lockFile: string): { ok: true; release: () => void } | { ok: false; holder: number } {
-  const guard = `${lockFile}.takeover`;
-  for (let attempt = 0; attempt < 50; attempt++) {
-    try {
-      const fd = openSync(lockFile, 'wx', 0o600);
-      writeSync(fd, `${process.pid}\n`);
-      closeSync(fd);
-      return {
-        ok: true,
-        release: () => {
-          try {
-            if (Number(readFileSync(lockFile, 'utf8')) === process.pid) unlinkSync(lockFile);
-          } catch {
-            // already gone
-          }
-        },
-      };
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    }
-    // Our own pid in it is stale too: a container's engine is often pid 1 after every restart.
-    const holder = readPid(lockFile);
-    if (holder !== null && holder !== process.pid && pidAlive(holder)) return { ok: false, holder };
-    // Stale (its engine died), or removed since our open: remove it under the guard, then try again.
-    try {
-      const fd = openSync(guard, 'wx', 0o600);
-      writeSync(fd, `${process.pid}\n`);
-      closeSync(fd);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      const guardHolder = readPid(guard);
-      if (guardHolder !== null && !pidAlive(guardHolder)) rmQuiet(guard); // its starter died mid-takeover
-      sleepSync(20);
-      continue;
-    }
-    try {
-      const again = readPid(lockFile);
-      // No pid in it: a starter between its create and its write, or one that died there (then the file ages).
-      if (again === null ? ageMs(lockFile) > 2000 : again === process.pid || !pidAlive(again)) rmQuiet(lockFile);
-    } finally {
-      rmQuiet(guard);
-    }
-  }
-  throw new Error(`cannot take the engine lock ${lockFile}`);
-}
-
-function readPid(file: string): number | null {
-  try {
-    const pid = Number(readFileSync(file, 'utf8').trim());
-    return Number.isInteger(pid) && pid > 0 ? pid : null;
-  } catch {
-    return null;
-  }
-}
-
-function ageMs(file: string): number {
-  try {
-    return Date.now() - statSync(file).mtimeMs;
-  } catch {
-    return 0;
-  }
-}
-
-function rmQuiet(file: string): void {
-  try {
-    unlinkSync(file);
-  } catch {
-    // gone already
-  }
-}
-
-function sleepSync(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
+export { pidAlive, takeLock };
 
 function describe(reason: unknown): string {
   return reason instanceof Error ? (reason.stack ?? reason.message) : String(reason);

@@ -8,6 +8,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } f
 import { isIP } from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { takeLock } from './pid-lock.js';
 
 export interface TlsCertificate {
   cert: string;
@@ -63,12 +64,46 @@ export async function dataDirCertificate(home: string, host: string): Promise<Tl
   const dir = path.join(home, TLS_DIR);
   const certFile = path.join(dir, 'cert.pem');
   const keyFile = path.join(dir, 'key.pem');
-  try {
-    return { ...loadCertificate(certFile, keyFile), made: false };
-  } catch (error) {
-    if (!/: ENOENT$/.test((error as Error).message)) throw error;
-  }
+  const existing = () => {
+    try {
+      return { ...loadCertificate(certFile, keyFile), made: false };
+    } catch (error) {
+      if (!/: ENOENT$/.test((error as Error).message)) throw error;
+      return null;
+    }
+  };
+  const found = existing();
+  if (found) return found;
   mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // Two first `smol serve --tls` at once: one makes the certificate, the other waits and then uses it (without
+  // the lock both made one, and their renames could even pair one's key with the other's certificate).
+  const lock = path.join(dir, 'make.lock');
+  const deadline = Date.now() + MAKE_WAIT_MS;
+  for (;;) {
+    const taken = takeLock(lock);
+    if (taken.ok) {
+      try {
+        return existing() ?? (await makeCertificate(dir, host, certFile, keyFile));
+      } finally {
+        taken.release();
+      }
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`${certFile} is being made by process ${taken.holder} (${lock}); try again, or remove ${lock}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Longer than openssl may take (its own timeout below). */
+const MAKE_WAIT_MS = 40_000;
+
+async function makeCertificate(
+  dir: string,
+  host: string,
+  certFile: string,
+  keyFile: string,
+): Promise<TlsCertificate & { made: boolean }> {
   // Made in a 0700 directory of its own and renamed into place: never a moment with a readable key, never half.
   const tmp = mkdtempSync(path.join(dir, '.new-'));
   try {
