@@ -24,6 +24,7 @@ import { SnapshotDetails } from './SnapshotDetails.js';
 import { Sparklines } from './Sparkline.js';
 import { StateBadge } from './StateBadge.js';
 import { VmNetwork } from './VmNetwork.js';
+import { showCompare } from '../compare/compare-route.js';
 import { VM_PICKER_FROM, VmPicker } from './VmPicker.js';
 
 function Uptime({ since }: { since: string }) {
@@ -84,6 +85,9 @@ function VmActions({ vmId }: { vmId: string }) {
         onClick={() => openDialog(store, { kind: 'export', source: { vmId } })}
       >
         Export…
+      </button>
+      <button title="This VM side by side with another VM or a snapshot" onClick={() => showCompare(store, vmId, null)}>
+        Side by side…
       </button>
       <button className="danger" disabled={off} onClick={() => operations.removeVm(vmId)}>
         Remove VM
