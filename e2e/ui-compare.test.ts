@@ -3,7 +3,7 @@
 // compared show both VMs' live consoles growing; a VM against one of its checkpoints shows the checkpoint's screen
 // as it was (a count the live one has passed); a label set on one side is kept by the engine; "Diff these" on two
 // checkpoints shows the engine's diff, and says why not for a VM; swap and close change the address; a narrow
-// window stacks the sides; an address with bad or unknown ids says what is wrong.
+// window stacks the sides; two cards chosen on the tree open side by side; an address with bad or unknown ids says what is wrong.
 import { describe, expect } from 'vitest';
 import type { Snapshot, Vm } from '../src/api/schema.js';
 import { newEpisode, sleep, type UiSession, uiStory, until, visible } from './ui-page.js';
@@ -174,6 +174,34 @@ describe('side by side', () => {
     await page.evaluate(() => window.scrollTo(0, 0));
     await ui.shot('compare-04-narrow-window-stacked');
     await page.setViewportSize({ width: 1440, height: 900 });
+  });
+
+  step('on the tree: a card selected, a second shift-clicked, "Side by side" opens the pair', async () => {
+    const { page } = ui;
+    await page.goto(`${ui.engine.url}#/episodes/${one.episode}`);
+    const card = (name: string) => page.getByRole('treeitem', { name: new RegExp(`^Snapshot ${name}(,|$)`) });
+    await card('first').click();
+    await visible(page.getByText('Shift-click a second card to compare it with first'));
+    await card('second').click({ modifiers: ['Shift'] });
+    await until(
+      'second marked',
+      async () => (await card('second').getAttribute('aria-label')) ?? '',
+      (l) => l.includes('marked for side by side'),
+    );
+    // The selection stays where it was.
+    expect(await page.getByLabel('Snapshot name').inputValue()).toBe('first');
+    await ui.shot('compare-06-tree-pair-marked');
+    await page.getByRole('button', { name: 'Side by side: first ↔ second' }).click();
+    await until(
+      'the pair in the address',
+      async () => hash(),
+      (h) => h === `#/compare?a=${first.id}&b=${second.id}`,
+    );
+    await visible(right().getByRole('heading', { level: 3, name: 'Snapshot second' }));
+    expect(await page.getByRole('button', { name: 'Diff these' }).isEnabled()).toBe(true);
+    // Back returns to the episode.
+    await page.goBack();
+    await visible(card('first'));
   });
 
   step('an address with bad or unknown ids says what is wrong, not a blank page', async () => {

@@ -52,9 +52,13 @@ export function useCompareRoute(): CompareRoute | null {
 
 /** Opens the compare view on two VMs or snapshots (a new history entry: Back returns to where it was opened). */
 export function showCompare(store: AppStore, a: string | null, b: string | null): void {
+  // Closing an open episode pushes the list's entry (route.ts): the compare view takes that entry's place, so Back
+  // returns to the episode rather than to the list.
+  const fromEpisode = store.getState().episodeId !== null;
   closeEpisode(store);
   const hash = formatCompareRoute({ a, b });
-  if (window.location.hash !== hash) window.location.hash = hash;
+  if (fromEpisode) replaceCompare({ a, b });
+  else if (window.location.hash !== hash) window.location.hash = hash;
 }
 
 /** Changes the sides in place (swap, close one): replaces the entry, as choosing a VM does in an episode. */

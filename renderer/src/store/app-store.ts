@@ -30,6 +30,8 @@ export interface AppState {
   search: string;
   /** The fork tree leaves out automatic checkpoints (but not one a VM is on, or the selection). */
   hideAutomatic: boolean;
+  /** A second snapshot marked on the tree (shift-click) beside the selected one, for side by side. */
+  treeMark: string | null;
   /** Per episode, the collapsed chains the user opened (by their first snapshot). */
   expandedChains: Record<string, string[]>;
   /** The tree coloured by a numeric label (null: by kind only), and its best branch shown (tree-colour.ts). */
@@ -69,6 +71,7 @@ export const initialAppState = (): AppState => ({
   ticked: [],
   search: '',
   hideAutomatic: false,
+  treeMark: null,
   expandedChains: {},
   treeColour: { label: null, bestOf: null },
   pendingDeletes: [],
