@@ -16,6 +16,8 @@ import { EpisodeView } from './views/EpisodeView.js';
 import { ImagesView } from './images/ImagesView.js';
 import { leaveImages, showImages, useImagesOpen } from './images/images-route.js';
 import { Toasts } from './views/Toasts.js';
+import { CompareView } from './compare/CompareView.js';
+import { useCompareRoute } from './compare/compare-route.js';
 
 function Connection() {
   const { state, why } = useAppState((s) => s.connection);
@@ -84,9 +86,12 @@ export function App() {
   const remoteOpen = useEnginesState((s) => s.open);
   const episodeId = useAppState((s) => s.episodeId);
   const imagesOpen = useImagesOpen();
+  const compare = useCompareRoute();
+  const leaveCompare = () => void (window.location.hash = '#/');
   // The brand goes back to the list, from an episode of any engine.
   const home = () => {
     if (imagesOpen) return leaveImages(app.store);
+    if (compare) return leaveCompare();
     const remote = engines.store.getState().engines.find((e) => e.name === remoteOpen);
     closeEpisode(remote?.app.store ?? app.store);
   };
@@ -120,6 +125,8 @@ export function App() {
       <main>
         {imagesOpen ? (
           <ImagesView />
+        ) : compare ? (
+          <CompareView route={compare} leave={leaveCompare} />
         ) : episodeId ? (
           <EpisodeView episodeId={episodeId} />
         ) : remoteOpen ? (

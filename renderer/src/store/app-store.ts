@@ -1,7 +1,7 @@
 // The UI's one store (zustand): the engine's state (engine-state.ts, fed by the event stream and loads), the
 // connection, what the user selected, running operations, and toasts. Console bytes never come here (STYLE.md).
 import { createStore, type StoreApi } from 'zustand/vanilla';
-import type { EngineEvent } from '../../../src/api/schema.js';
+import type { EngineEvent, Snapshot } from '../../../src/api/schema.js';
 import { call, type StreamState, type Transport } from '../transport/transport.js';
 import type { MetricsStore } from './metrics.js';
 import { applyEvent, emptyEngineState, loadEpisodes, loadSnapshots, type EngineState } from './engine-state.js';
@@ -30,6 +30,8 @@ export interface AppState {
   search: string;
   /** The fork tree leaves out automatic checkpoints (but not one a VM is on, or the selection). */
   hideAutomatic: boolean;
+  /** A second snapshot marked on the tree (shift-click) beside the selected one, for side by side. */
+  treeMark: string | null;
   /** Per episode, the collapsed chains the user opened (by their first snapshot). */
   expandedChains: Record<string, string[]>;
   /** The tree coloured by a numeric label (null: by kind only), and its best branch shown (tree-colour.ts). */
@@ -69,6 +71,7 @@ export const initialAppState = (): AppState => ({
   ticked: [],
   search: '',
   hideAutomatic: false,
+  treeMark: null,
   expandedChains: {},
   treeColour: { label: null, bestOf: null },
   pendingDeletes: [],
@@ -109,6 +112,13 @@ function successorAfterRemoval(state: AppState, engine: EngineState, gone: strin
   const episode = state.engine.vms[gone]?.episode;
   const order = episode ? (state.engine.episodes[episode]?.vmIds ?? []) : [];
   return successorOf(order, gone, (id) => id in engine.vms && !state.pendingDeletes.includes(id));
+}
+
+/** An episode's snapshots fetched outside an open episode (the compare view): into the store as a load does. */
+export function putEpisodeSnapshots(store: AppStore, episodeId: string, snapshots: Snapshot[]): void {
+  store.setState((state) =>
+    episodeId in state.engine.episodes ? { engine: loadSnapshots(state.engine, episodeId, snapshots) } : state,
+  );
 }
 
 let nextToast = 1;

@@ -30,11 +30,16 @@ export function successorOf(order: readonly string[], id: string, stays: (id: st
 }
 
 export function openEpisode(store: AppStore, episodeId: string, vmId: string | null = null): void {
-  store.setState({ episodeId, vmId, snapshotId: null });
+  store.setState({ episodeId, vmId, snapshotId: null, treeMark: null });
 }
 
 export function closeEpisode(store: AppStore): void {
-  store.setState({ episodeId: null, snapshotId: null });
+  store.setState({ episodeId: null, snapshotId: null, treeMark: null });
+}
+
+/** Marks a second snapshot on the tree beside the selected one (side by side), or unmarks it when it is marked. */
+export function toggleTreeMark(store: AppStore, snapshotId: string | null): void {
+  store.setState((s) => ({ treeMark: snapshotId === s.treeMark ? null : snapshotId }));
 }
 
 export function selectVm(store: AppStore, vmId: string): void {

@@ -21,7 +21,7 @@ import type { Vm } from '../../../src/api/schema.js';
 import { useApp, useAppState } from '../app-context.js';
 import { formatTime } from '../format.js';
 import { snapshotsOf } from '../store/engine-state.js';
-import { expandChain, selectSnapshot, selectVm, selectedVmId, shownVmIds } from '../store/selection.js';
+import { expandChain, selectSnapshot, selectVm, selectedVmId, shownVmIds, toggleTreeMark } from '../store/selection.js';
 import {
   BREADTH_STEP,
   DEPTH_STEP,
@@ -45,17 +45,17 @@ const useFar = () => useFlowStore((s) => s.transform[2] < READABLE_ZOOM);
 const SnapshotCard = memo(function SnapshotCard({ data }: NodeProps<SnapshotNode>) {
   const { store } = useApp();
   const far = useFar();
-  const { snapshot, here, selected, current, colour, onBest } = data;
+  const { snapshot, here, selected, current, colour, onBest, marked } = data;
   const labels = Object.entries(snapshot.labels ?? {}).sort(([a], [b]) => a.localeCompare(b));
   const labelText = labels.map(([key, value]) => `${key}=${formatLabelValue(value)}`).join(' ');
   const paint = colour === undefined ? '' : colour === null ? ' unvalued' : ' valued';
   return (
     <div
-      className={`tree-node kind-${snapshot.kind}${selected ? ' selected' : ''}${current ? ' current' : ''}${far ? ' far' : ''}${paint}${onBest ? ' on-best' : ''}`}
+      className={`tree-node kind-${snapshot.kind}${selected ? ' selected' : ''}${current ? ' current' : ''}${far ? ' far' : ''}${paint}${onBest ? ' on-best' : ''}${marked ? ' marked' : ''}`}
       style={colour ? { ['--node-colour' as string]: colour } : undefined}
       role="treeitem"
       aria-selected={selected}
-      aria-label={`Snapshot ${snapshot.name}${labelText ? `, labels ${labelText}` : ''}${onBest ? ', on the best branch' : ''}${here.length ? `, here: ${here.map((vm) => vm.name).join(', ')}` : ''}`}
+      aria-label={`Snapshot ${snapshot.name}${labelText ? `, labels ${labelText}` : ''}${onBest ? ', on the best branch' : ''}${marked ? ', marked for side by side' : ''}${here.length ? `, here: ${here.map((vm) => vm.name).join(', ')}` : ''}`}
       title={[snapshot.note || snapshot.name, labelText].filter(Boolean).join('\n')}
     >
       <Handle type="target" position={Position.Left} isConnectable={false} />
@@ -131,6 +131,7 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
   const hideAutomatic = useAppState((s) => s.hideAutomatic);
   const colourBy = useAppState((s) => s.treeColour.label);
   const bestOf = useAppState((s) => s.treeColour.bestOf);
+  const marked = useAppState((s) => s.treeMark);
   // Where a live VM is and the selection: never hidden, never folded into a chain.
   const vmPlaces = vms.filter((vm) => LIVE.has(vm.state)).map((vm) => vm.snapshot ?? '');
   const pinnedKey = [...vmPlaces, selected ?? ''].join(',');
@@ -169,8 +170,8 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
         if (value !== null) colours.set(s.id, colourOf(value, range));
       }
     }
-    return { colours, best: new Set(best?.path ?? []) };
-  }, [snapshots, colourBy, range, best]);
+    return { colours, best: new Set(best?.path ?? []), marked };
+  }, [snapshots, colourBy, range, best, marked]);
   // The shape: parents, kept ids and open chains; names and notes changing do not re-lay it out.
   const shapeKey = snapshots.map((s) => `${s.id}<${s.parent}`).join(',');
   // Only automatic checkpoints fold into "+N snapshots": named and manual ones, forks and bases stay in view.
@@ -264,9 +265,12 @@ export function ForkTree({ episodeId }: { episodeId: string }) {
           onMove={(event) => {
             if (event) [userMoved.current, wholeFit.current] = [true, false];
           }}
-          onNodeClick={(_event, node) => {
+          onNodeClick={(event, node) => {
             if (node.type === 'chain') {
               expandChain(store, episodeId, (node.data as ChainData).first);
+            } else if (event.shiftKey || event.ctrlKey || event.metaKey) {
+              // A second card beside the selection, for side by side (EpisodeView's tree bar).
+              toggleTreeMark(store, node.id === selected ? null : node.id);
             } else selectSnapshot(store, node.id);
           }}
           nodesDraggable={false}

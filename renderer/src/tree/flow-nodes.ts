@@ -33,12 +33,16 @@ export type SnapshotData = {
   current: string | null;
   colour?: string | null;
   onBest?: boolean;
+  /** Marked (shift-click) as the second of a pair for side by side. */
+  marked?: boolean;
 };
 export type ChainData = { count: number; first: string; from: string; to: string; onBest?: boolean };
 /** The tree coloured by a label: each valued snapshot's colour, and the best branch's snapshots. */
 export interface TreePaint {
   colours: ReadonlyMap<string, string> | null;
   best: ReadonlySet<string>;
+  /** The snapshot marked beside the selection for side by side (selection.ts, toggleTreeMark). */
+  marked?: string | null;
 }
 const NO_PAINT: TreePaint = { colours: null, best: new Set() };
 export type SnapshotNode = Node<SnapshotData, 'snapshot'>;
@@ -77,6 +81,7 @@ export function flowNodes(
     };
     if (paint.colours) data.colour = paint.colours.get(node.id) ?? null;
     if (paint.best.has(node.id)) data.onBest = true;
+    if (paint.marked === node.id) data.marked = true;
     return {
       id: node.id,
       type: 'snapshot',
@@ -147,6 +152,7 @@ function sameNode(a: SnapshotNode | ChainNode, b: SnapshotNode | ChainNode): boo
     x.current === y.current &&
     x.colour === y.colour &&
     x.onBest === y.onBest &&
+    x.marked === y.marked &&
     sameVms(x.here, y.here)
   );
 }

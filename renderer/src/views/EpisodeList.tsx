@@ -22,6 +22,8 @@ import {
   setTicked,
   toggleTicked,
 } from '../store/selection.js';
+import { showCompare } from '../compare/compare-route.js';
+import { episodeVm } from '../compare/compare-sides.js';
 import { SortHeader } from './SortHeader.js';
 import { Sparklines } from './Sparkline.js';
 import { StateBadge } from './StateBadge.js';
@@ -300,6 +302,16 @@ export function EpisodeList() {
           onClick={() => deleteTicked({ store, operations }, ticked)}
         >
           Delete selected
+        </button>
+        <button
+          disabled={ticked.length !== 2}
+          title="Two ticked episodes side by side (each by its live VM, else its first)"
+          onClick={() => {
+            const engine = store.getState().engine;
+            showCompare(store, episodeVm(engine, ticked[0]!), episodeVm(engine, ticked[1]!));
+          }}
+        >
+          Compare
         </button>
         <button disabled={!online} onClick={() => openDialog(store, { kind: 'open-machine' })}>
           Open machine…

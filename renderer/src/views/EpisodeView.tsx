@@ -17,6 +17,7 @@ import {
   selectedVmId,
   setHideAutomatic,
   shownVmIds,
+  toggleTreeMark,
 } from '../store/selection.js';
 import { ActivityLog } from '../activity/ActivityLog.js';
 import { LabelsEditor } from './LabelsEditor.js';
@@ -24,6 +25,7 @@ import { SnapshotDetails } from './SnapshotDetails.js';
 import { Sparklines } from './Sparkline.js';
 import { StateBadge } from './StateBadge.js';
 import { VmNetwork } from './VmNetwork.js';
+import { showCompare } from '../compare/compare-route.js';
 import { VM_PICKER_FROM, VmPicker } from './VmPicker.js';
 
 function Uptime({ since }: { since: string }) {
@@ -85,6 +87,9 @@ function VmActions({ vmId }: { vmId: string }) {
       >
         Export…
       </button>
+      <button title="This VM side by side with another VM or a snapshot" onClick={() => showCompare(store, vmId, null)}>
+        Side by side…
+      </button>
       <button className="danger" disabled={off} onClick={() => operations.removeVm(vmId)}>
         Remove VM
       </button>
@@ -128,6 +133,30 @@ function VmLabels({ vmId }: { vmId: string }) {
         save={(labels) => operations.labelVm(vm.id, labels)}
       />
     </section>
+  );
+}
+
+/** The tree bar's pair: the selected snapshot and the one shift-clicked beside it, side by side. */
+function TreePair() {
+  const { store } = useApp();
+  const selected = useAppState((s) => (s.snapshotId ? (s.engine.snapshots[s.snapshotId] ?? null) : null));
+  const marked = useAppState((s) => (s.treeMark ? (s.engine.snapshots[s.treeMark] ?? null) : null));
+  if (!selected) return null;
+  if (!marked || marked.id === selected.id) {
+    return <span className="muted">Shift-click a second card to compare it with {selected.name}</span>;
+  }
+  return (
+    <>
+      <button
+        onClick={() => showCompare(store, selected.id, marked.id)}
+        title="The two snapshots side by side, with Diff these"
+      >
+        Side by side: {selected.name} ↔ {marked.name}
+      </button>
+      <button onClick={() => toggleTreeMark(store, null)} aria-label={`Unmark ${marked.name}`}>
+        ×
+      </button>
+    </>
   );
 }
 
@@ -259,6 +288,7 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
         <div className="tree-pane">
           <div className="tree-toolbar small">
             <span className="muted">Fork tree</span>
+            <TreePair />
             <div className="spacer" />
             <label className="choice">
               <input

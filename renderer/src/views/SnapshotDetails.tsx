@@ -10,8 +10,10 @@ import { useRecording } from '../replay/use-recording.js';
 import { connected, openDialog, selectSnapshot, selectedVmId } from '../store/selection.js';
 import { useImplicitCr } from '../console/implicit-cr.js';
 import { LabelsEditor } from './LabelsEditor.js';
+import { showCompare } from '../compare/compare-route.js';
 
-function LastScreen({ vmId, snapshotId }: { vmId: string; snapshotId: string }) {
+/** The screen as it was when the snapshot was taken (also a side of the compare view). */
+export function LastScreen({ vmId, snapshotId }: { vmId: string; snapshotId: string }) {
   const snapshot = useAppState((s) => s.engine.snapshots[snapshotId]);
   const result = useRecording(vmId, snapshotId);
   const [text, setText] = useState<string | null>(null);
@@ -154,6 +156,14 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
           onClick={() => openDialog(store, { kind: 'fork', vmId: null, snapshotId: snapshot.id })}
         >
           Fork from here…
+        </button>
+        <button
+          title={
+            activeName ? `This snapshot and ${activeName} side by side` : 'This snapshot side by side with another'
+          }
+          onClick={() => showCompare(store, snapshot.id, activeVm)}
+        >
+          Side by side…
         </button>
         <button
           disabled={!online}

@@ -1,0 +1,69 @@
+// The compare view's place in the address (docs/ui.md, "Side by side"): `#/compare?a=<vm or snapshot>&b=<…>`, beside
+// route.ts's episodes and images-route.ts's images. Like the images view it is not store state: route.ts sees an
+// address it does not know and leaves the list behind it, so Back from the compare view returns to where it was
+// opened. What the address names is read as it is written; compare-sides.ts says what each side is, or what is wrong.
+import { useSyncExternalStore } from 'react';
+import type { AppStore } from '../store/app-store.js';
+import { closeEpisode } from '../store/selection.js';
+
+export const COMPARE_PREFIX = '#/compare';
+
+/** The two sides the address names, as written (null: not given); null when the address is not the compare view's. */
+export interface CompareRoute {
+  a: string | null;
+  b: string | null;
+}
+
+export function parseCompareRoute(hash: string): CompareRoute | null {
+  const match = /^#\/compare(?:\?(.*))?$/.exec(hash);
+  if (!match) return null;
+  const query = new URLSearchParams(match[1] ?? '');
+  const side = (key: string) => {
+    const value = query.get(key)?.trim();
+    return value ? value : null;
+  };
+  return { a: side('a'), b: side('b') };
+}
+
+export function formatCompareRoute(route: CompareRoute): string {
+  const query = new URLSearchParams();
+  if (route.a) query.set('a', route.a);
+  if (route.b) query.set('b', route.b);
+  const rest = query.toString();
+  return `${COMPARE_PREFIX}${rest ? `?${rest}` : ''}`;
+}
+
+const subscribe = (onChange: () => void) => {
+  window.addEventListener('hashchange', onChange);
+  window.addEventListener('popstate', onChange);
+  return () => {
+    window.removeEventListener('hashchange', onChange);
+    window.removeEventListener('popstate', onChange);
+  };
+};
+
+/** The compare view's route while the address is its, else null (the string keeps the snapshot stable). */
+export function useCompareRoute(): CompareRoute | null {
+  const hash = useSyncExternalStore(subscribe, () =>
+    window.location.hash.startsWith(COMPARE_PREFIX) ? window.location.hash : '',
+  );
+  return hash ? parseCompareRoute(hash) : null;
+}
+
+/** Opens the compare view on two VMs or snapshots (a new history entry: Back returns to where it was opened). */
+export function showCompare(store: AppStore, a: string | null, b: string | null): void {
+  // Closing an open episode pushes the list's entry (route.ts): the compare view takes that entry's place, so Back
+  // returns to the episode rather than to the list.
+  const fromEpisode = store.getState().episodeId !== null;
+  closeEpisode(store);
+  const hash = formatCompareRoute({ a, b });
+  if (fromEpisode) replaceCompare({ a, b });
+  else if (window.location.hash !== hash) window.location.hash = hash;
+}
+
+/** Changes the sides in place (swap, close one): replaces the entry, as choosing a VM does in an episode. */
+export function replaceCompare(route: CompareRoute): void {
+  const url = `${window.location.pathname}${window.location.search}${formatCompareRoute(route)}`;
+  window.history.replaceState(null, '', url);
+  window.dispatchEvent(new HashChangeEvent('hashchange'));
+}
