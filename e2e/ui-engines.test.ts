@@ -2,8 +2,10 @@
 // Chromium against two real engines: A serves the page (as `smol serve` does), B serves over TLS with a named token
 // in its own data dir. B is added through the Engines dialog (its fingerprint shown and confirmed; a wrong token, a
 // name taken and an address that does not answer each refused with the reason), its episode shows in A's list with
-// its engine and opens at #/engines/b/episodes/ID with its console, all through A. B killed: the list marks it
-// unreachable and A's own episodes go on; B served again at the same address: the page finds it by itself.
+// its engine, sorted in one list with A's, and opens at #/engines/b/episodes/ID with its console, all through A; the
+// keyboard shortcuts and the command palette act on B there. B killed: the list marks it unreachable with its state
+// unknown (last seen running), the palette lists B's actions disabled with the reason, and A's own episodes go on; B
+// served again at the same address: the page finds it by itself.
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -121,6 +123,32 @@ describe('the app with several engines', () => {
     );
     await ui.shot('engines-list');
 
+    // One list, sorted across engines: a local episode made after far comes before it (newest first), near after.
+    const late = await ui.engine.api.request<{ episode: Episode }>('POST', '/api/v1/episodes', {
+      smolfile: ui.smolfile('late', 'echo'),
+      name: 'late',
+    });
+    const names = () => page.getByRole('button', { name: /^Open episode / }).allInnerTexts();
+    await until('newest first across engines', names, (shown) => shown.join() === ['late', 'far', local.name].join());
+    await page
+      .getByRole('columnheader', { name: /^Episode/ })
+      .getByRole('button')
+      .click();
+    const byName = ['late', 'far', local.name].sort((x, y) => x.localeCompare(y));
+    await until('by name across engines', names, (shown) => shown.join() === byName.join());
+    await ui.shot('engines-sorted');
+    // Back to newest first (the order is kept across reloads), and late gone again.
+    await page
+      .getByRole('columnheader', { name: /^Created/ })
+      .getByRole('button')
+      .click();
+    await page
+      .getByRole('columnheader', { name: /^Created/ })
+      .getByRole('button')
+      .click();
+    await ui.engine.api.request('DELETE', `/api/v1/episodes/${late.episode.id}?force=true`);
+    await until('late gone', names, (shown) => shown.join() === ['far', local.name].join());
+
     const filter = page.getByLabel('Filter by engine');
     await filter.selectOption('b');
     await until(
@@ -156,12 +184,44 @@ describe('the app with several engines', () => {
     await page.getByLabel('Checkpoint name').fill('on-b');
     await page.getByRole('button', { name: 'Save checkpoint' }).click();
     await visible(page.getByRole('treeitem', { name: /^Snapshot on-b/ }));
-    const onB = await ui.engine.api.request<{ snapshots: { name: string }[] }>(
-      'GET',
-      `/api/v1/engines/b/episodes/${far.id}/snapshots`,
-    );
-    expect(onB.snapshots.map((s) => s.name)).toContain('on-b');
+    const snapshotsOnB = async () =>
+      (
+        await ui.engine.api.request<{ snapshots: { name: string }[] }>(
+          'GET',
+          `/api/v1/engines/b/episodes/${far.id}/snapshots`,
+        )
+      ).snapshots.map((s) => s.name);
+    expect(await snapshotsOnB()).toContain('on-b');
     expect((await ui.snapshots(local.id)).map((s) => s.name)).not.toContain('on-b');
+
+    // The keyboard shortcut C (the focus out of the console): B's checkpoint dialog, the snapshot made on B.
+    await page.getByRole('heading', { level: 2, name: 'far' }).click();
+    await page.keyboard.press('c');
+    await page.getByLabel('Checkpoint name').fill('by-key');
+    await page.getByRole('button', { name: 'Save checkpoint' }).click();
+    await visible(page.getByRole('treeitem', { name: /^Snapshot by-key/ }));
+    expect(await snapshotsOnB()).toContain('by-key');
+    expect((await ui.snapshots(local.id)).map((s) => s.name)).not.toContain('by-key');
+
+    // The palette: B's commands, titled with B; Pause and Resume act on B's VM.
+    const farVm = async () =>
+      (await ui.engine.api.request<Episode>('GET', `/api/v1/engines/b/episodes/${far.id}`)).vms[0]!;
+    const palette = page.getByRole('dialog', { name: 'Commands' });
+    await page.keyboard.press('Control+k');
+    await visible(palette);
+    await visible(palette.getByRole('option', { name: /^Checkpoint .* on b…/ }));
+    await palette.getByRole('combobox', { name: 'Command' }).fill('pause');
+    await ui.shot('engines-palette');
+    expect(await palette.getByRole('option').allInnerTexts()).toEqual([`Pause ${(await farVm()).name} on b`]);
+    await page.keyboard.press('Enter');
+    await until('B’s VM paused', farVm, (vm) => vm.state === 'paused');
+    expect((await ui.episodes()).find((e) => e.id === local.id)!.state).toBe('running');
+    await visible(page.locator('.state-paused').first()); // the page has B's event too
+    await page.keyboard.press('Control+k');
+    await palette.getByRole('combobox', { name: 'Command' }).fill('resume');
+    await visible(palette.getByRole('option', { name: /^Resume .* on b$/ }));
+    await page.keyboard.press('Enter');
+    await until('B’s VM running again', farVm, (vm) => vm.state === 'running');
     // A reload opens the same episode of the same engine.
     await page.reload();
     await visible(page.getByRole('heading', { level: 2, name: 'far' }));
@@ -188,6 +248,14 @@ describe('the app with several engines', () => {
       () => farRow.locator('.engine-cell').innerText(),
       (text) => text.includes('unreachable'),
     );
+    // Its state is unknown now; the last one seen stays as dimmed text, not as a running dot.
+    await until(
+      'far’s state unknown',
+      () => farRow.innerText(),
+      (text) => text.includes('unknown') && text.includes('last seen running'),
+    );
+    expect(await farRow.locator('.state-running').count()).toBe(0);
+    await ui.shot('engines-unknown-state');
     // Not the local engine's out-of-reach wall: A is there.
     expect(await page.getByRole('alert').filter({ hasText: 'The engine is out of reach' }).count()).toBe(0);
     await page.getByRole('button', { name: 'Engines' }).click();
@@ -199,6 +267,21 @@ describe('the app with several engines', () => {
     );
     await ui.shot('engines-unreachable');
     await dialog().getByRole('button', { name: 'Done' }).click();
+    // B's episode still opens as it was; the palette lists its actions disabled, saying why.
+    await page.getByRole('button', { name: 'Open episode far' }).click();
+    await visible(page.getByRole('heading', { level: 2, name: 'far' }));
+    await page.getByRole('heading', { level: 2, name: 'far' }).click();
+    await page.keyboard.press('Control+k');
+    const checkpoint = page.getByRole('dialog', { name: 'Commands' }).getByRole('option', { name: /^Checkpoint / });
+    await visible(checkpoint);
+    expect(await checkpoint.getAttribute('aria-disabled')).toBe('true');
+    expect(await checkpoint.innerText()).toContain('b is unreachable: actions come back with it');
+    await ui.shot('engines-palette-unreachable');
+    await page.keyboard.press('Enter'); // a disabled command does nothing
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('c'); // nor does its shortcut
+    expect(await page.getByLabel('Checkpoint name').count()).toBe(0);
+    await page.getByRole('button', { name: 'Back to episodes' }).click();
     // A's episode opens and its console answers.
     await page.getByRole('button', { name: `Open episode ${local.name}` }).click();
     await visible(page.getByRole('heading', { level: 2, name: local.name }));

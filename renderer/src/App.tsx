@@ -95,7 +95,7 @@ export function App() {
     const remote = engines.store.getState().engines.find((e) => e.name === remoteOpen);
     closeEpisode(remote?.app.store ?? app.store);
   };
-  useEffect(() => installShortcuts(app), [app]);
+  useEffect(() => installShortcuts(app, window, () => engines.active()), [app, engines]);
   useEffect(() => installMachineDrop(app.store, window, smolBridge(window)), [app]);
   // Consoles of VMs that are gone end with them.
   useEffect(

@@ -1,5 +1,7 @@
 // Every action as a command: what the palette lists and what the keyboard shortcuts run. A command is offered only
-// where it applies (a VM is selected, a snapshot is selected, …).
+// where it applies (a VM is selected, a snapshot is selected, …). They act on the engine of the open episode: the
+// page's own, or a remote engine's App (engines/engine-stores.ts), whose titles then say "on NAME"; while a remote
+// engine is out of reach its actions are listed disabled with the reason (docs/remote.md, "In the app").
 import type { App } from './app-context.js';
 import type { AppState } from './store/app-store.js';
 import { closeEpisode, connected, deleteTicked, openDialog, openEpisode, selectedVmId } from './store/selection.js';
@@ -10,9 +12,56 @@ export interface Command {
   /** Shown beside the title; the shortcut handler (shortcuts.ts) uses the same keys. */
   keys?: string;
   run: () => void;
+  /** Why it cannot run now (shown in the palette; a shortcut does nothing), or undefined. */
+  disabled?: string;
 }
 
-export function commands(app: App, state: AppState): Command[] {
+/** Other engines' episodes the palette may open from the list, each through its own engine's store. */
+export interface OtherEngine {
+  name: string;
+  app: App;
+}
+
+/**
+ * The commands of `app` in `state`. `engine`: the name of the remote engine `app` is (its titles say so), or
+ * undefined for the page's own; `others`: remote engines whose episodes the list may open.
+ */
+export function commands(app: App, state: AppState, engine?: string, others: OtherEngine[] = []): Command[] {
+  const list = engineCommands(app, state, engine);
+  if (!state.episodeId) list.push(...otherEpisodes(others));
+  if (!engine) return list;
+  const on = ` on ${engine}`;
+  const away = !connected(state) ? `${engine} is unreachable: actions come back with it` : undefined;
+  return list.map((command) => ({
+    ...command,
+    title:
+      command.id === 'back' || command.id.startsWith('open:')
+        ? command.title
+        : command.title.replace(/(…)?$/, `${on}$1`),
+    ...(away && command.id !== 'back' && !command.id.startsWith('open:') && { disabled: away }),
+  }));
+}
+
+/** Open commands for the remote engines' episodes (titled with their engine). */
+function otherEpisodes(others: OtherEngine[]): Command[] {
+  const list: Command[] = [];
+  for (const { name, app } of others) {
+    const state = app.store.getState();
+    for (const id of state.engine.episodeIds) {
+      const e = state.engine.episodes[id];
+      if (e && !state.pendingDeletes.includes(id)) {
+        list.push({
+          id: `open:${name}:${id}`,
+          title: `Open episode ${e.name} on ${name}`,
+          run: () => openEpisode(app.store, id, e.vmIds[0] ?? null),
+        });
+      }
+    }
+  }
+  return list;
+}
+
+function engineCommands(app: App, state: AppState, remote?: string): Command[] {
   const { store, operations } = app;
   const dialog = (d: Parameters<typeof openDialog>[1]) => openDialog(store, d);
   // The selected VM of the open episode, or its successor when the one chosen is gone (selection.ts).
@@ -20,8 +69,9 @@ export function commands(app: App, state: AppState): Command[] {
   const vm = vmId ? state.engine.vms[vmId] : undefined;
   const snapshot = state.snapshotId ? state.engine.snapshots[state.snapshotId] : undefined;
   const episode = state.episodeId ? state.engine.episodes[state.episodeId] : undefined;
-  // While the engine is out of reach only moving about is offered; actions come back with the connection.
-  if (!connected(state)) {
+  // While the engine is out of reach only moving about is offered; actions come back with the connection. A remote
+  // engine's are listed (commands() disables them, saying why).
+  if (!connected(state) && !remote) {
     const list: Command[] = [];
     if (episode) list.push({ id: 'back', title: 'Back to episodes', keys: 'Esc', run: () => closeEpisode(store) });
     return list;

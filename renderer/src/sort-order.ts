@@ -47,16 +47,24 @@ export function nextSortOrder<C extends string>(
   return { column, direction: order.direction === 'asc' ? 'desc' : 'asc' };
 }
 
-/** Sorts `items` by `key` in `direction`; ties keep their order (Array.prototype.sort is stable). */
-export function sortBy<T>(items: readonly T[], key: (item: T) => string | number, direction: Direction): T[] {
+/**
+ * Sorts `items` by `key` in `direction`; ties by `tie` in the same direction when given, else they keep their order
+ * (Array.prototype.sort is stable).
+ */
+export function sortBy<T>(
+  items: readonly T[],
+  key: (item: T) => string | number,
+  direction: Direction,
+  tie?: (item: T) => number,
+): T[] {
   const sign = direction === 'asc' ? 1 : -1;
-  const keyed = items.map((item) => ({ item, key: key(item) }));
+  const keyed = items.map((item) => ({ item, key: key(item), tie: tie ? tie(item) : 0 }));
   keyed.sort((a, b) => {
     const order =
       typeof a.key === 'number' && typeof b.key === 'number'
         ? a.key - b.key
         : String(a.key).localeCompare(String(b.key), undefined, { numeric: true, sensitivity: 'base' });
-    return order * sign;
+    return (order || a.tie - b.tie) * sign;
   });
   return keyed.map((k) => k.item);
 }

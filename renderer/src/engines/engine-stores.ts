@@ -138,6 +138,11 @@ export function createEngines(local: App, window: Window) {
     sync,
     pruneConsoles,
     setFilter: (filter: string | null) => engines.setState({ filter }),
+    /** The remote engine whose episode is open (commands and shortcuts act on it), or null: the local one. */
+    active: (): RemoteEngine | null => {
+      const { engines: list, open } = engines.getState();
+      return list.find((e) => e.name === open) ?? null;
+    },
     stop: () => {
       unwatch();
       for (const engine of engines.getState().engines) stops.get(engine.app)?.();

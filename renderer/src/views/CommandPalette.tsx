@@ -1,7 +1,9 @@
 // The command palette (Ctrl-K, or Ctrl-Shift-K inside the console): type to filter, arrows to choose, Enter to run.
-import { useMemo, useState } from 'react';
+// Its commands act on the open episode's engine (a remote one's through its own store); a disabled one says why.
+import { useContext, useMemo, useState } from 'react';
 import { useApp, useAppState } from '../app-context.js';
 import { commands } from '../commands.js';
+import { EnginesContext } from '../engines/engine-stores.js';
 import { setPaletteOpen } from '../store/selection.js';
 import { Modal } from './Modal.js';
 
@@ -13,14 +15,20 @@ export function CommandPalette() {
 
 function Palette({ close }: { close: () => void }) {
   const app = useApp();
+  const engines = useContext(EnginesContext);
   const [query, setQuery] = useState('');
   const [active, setActive] = useState(0);
-  const all = useMemo(() => commands(app, app.store.getState()), [app]);
+  const all = useMemo(() => {
+    const remotes = engines?.store.getState() ?? null;
+    const remote = remotes?.engines.find((e) => e.name === remotes.open) ?? null;
+    if (remote) return commands(remote.app, remote.app.store.getState(), remote.name);
+    return commands(app, app.store.getState(), undefined, remotes?.engines ?? []);
+  }, [app, engines]);
   const words = query.toLowerCase().split(/\s+/).filter(Boolean);
   const shown = all.filter((command) => words.every((word) => command.title.toLowerCase().includes(word)));
   const run = (index: number) => {
     const command = shown[index];
-    if (!command) return;
+    if (!command || command.disabled) return;
     close();
     command.run();
   };
@@ -54,11 +62,18 @@ function Palette({ close }: { close: () => void }) {
             id={`cmd-${command.id}`}
             role="option"
             aria-selected={i === active}
-            className={i === active ? 'active' : undefined}
+            aria-disabled={command.disabled ? true : undefined}
+            title={command.disabled}
+            className={
+              [i === active && 'active', command.disabled && 'disabled'].filter(Boolean).join(' ') || undefined
+            }
             onMouseEnter={() => setActive(i)}
             onClick={() => run(i)}
           >
-            <span>{command.title}</span>
+            <span>
+              {command.title}
+              {command.disabled && <span className="sub"> — {command.disabled}</span>}
+            </span>
             {command.keys && <kbd>{command.keys}</kbd>}
           </li>
         ))}

@@ -2,17 +2,17 @@
 // row subscribes to its own episode only, so an event about one episode re-renders one row.
 // CPU and memory sparklines sum the episode's running VMs (metrics events, Sparkline.tsx). A click on a column's
 // header sorts by it, again the other way (sort-order.ts: kept across reloads); newest first until then.
-// With remote engines added (docs/remote.md), an Engine column and filter: each remote engine's episodes come after
-// the local ones, sorted the same way, each row drawn from its own engine's store (engines/engine-stores.ts); an
-// engine out of reach keeps its rows, marked, or says so in one row.
-import { memo, useEffect, useRef, useState, type ReactNode } from 'react';
+// With remote engines added (docs/remote.md), an Engine column and filter: every engine's episodes in one list sorted
+// by the chosen column, each row drawn from its own engine's store (engines/engine-stores.ts); an engine out of reach
+// keeps its rows, marked unreachable with the state they were last seen in, or says so in one row.
+import { memo, useEffect, useMemo, useRef, useState } from 'react';
 import { useShallow } from 'zustand/react/shallow';
-import { AppContext, useApp, useAppState } from '../app-context.js';
+import { AppContext, useApp, useAppState, type App } from '../app-context.js';
 import { useEngines, useEnginesState, type RemoteEngine } from '../engines/engine-stores.js';
 import { useNow } from '../clock.js';
 import { formatBytes, formatDuration, formatTime } from '../format.js';
 import { sortBy, useSortOrder, type SortOrder } from '../sort-order.js';
-import type { AppState } from '../store/app-store.js';
+import type { AppState, AppStore } from '../store/app-store.js';
 import {
   connected,
   deleteTicked,
@@ -32,8 +32,11 @@ const COLUMNS = ['name', 'state', 'vms', 'uptime', 'snapshots', 'disk', 'created
 type Column = (typeof COLUMNS)[number];
 const NEWEST_FIRST: SortOrder<Column> = { column: 'created', direction: 'desc' };
 
-/** What an episode sorts by in `column` (created: the engine's order, which is the order of creation). */
-function sortKey(s: AppState, id: string, column: Column): string | number {
+/**
+ * What an episode sorts by in `column` (created: the engine's order, which is the order of creation; across several
+ * engines its creation time, ties in each engine's order).
+ */
+function sortKey(s: AppState, id: string, column: Column, several = false): string | number {
   const episode = s.engine.episodes[id]!;
   switch (column) {
     case 'name':
@@ -55,7 +58,7 @@ function sortKey(s: AppState, id: string, column: Column): string | number {
     case 'disk':
       return episode.diskBytes;
     case 'created':
-      return s.engine.episodeIds.indexOf(id);
+      return several ? Date.parse(episode.created) : s.engine.episodeIds.indexOf(id);
   }
 }
 
@@ -167,18 +170,33 @@ const EpisodeRow = memo(function EpisodeRow({
       </td>
       {engine !== null && <EngineCell name={engine} />}
       <td>
-        <StateBadge state={episode.state} />
-        {busy && <span className="busy">{busy}</span>}
-        {exit && episode.state !== 'running' && (
-          <div className="sub" title={exit}>
-            {exit}
-          </div>
+        {away ? (
+          // Its engine is out of reach: the state now is unknown; the one last seen is kept, dimmed.
+          <>
+            <span className="state state-unknown" title={`unknown while ${engine} is unreachable`}>
+              <span className="dot" aria-hidden="true" />
+              unknown
+            </span>
+            <div className="sub last-seen" title={`last seen ${episode.state}`}>
+              last seen {episode.state}
+            </div>
+          </>
+        ) : (
+          <>
+            <StateBadge state={episode.state} />
+            {busy && <span className="busy">{busy}</span>}
+            {exit && episode.state !== 'running' && (
+              <div className="sub" title={exit}>
+                {exit}
+              </div>
+            )}
+          </>
         )}
       </td>
       <td className="num">{vmCount}</td>
-      <td className="num">{since ? <Uptime since={since} /> : '—'}</td>
+      <td className="num">{since && !away ? <Uptime since={since} /> : '—'}</td>
       <td className="spark">
-        {running.length > 0 ? <Sparklines vmIds={running} fromCgroup /> : <span className="muted">—</span>}
+        {running.length > 0 && !away ? <Sparklines vmIds={running} fromCgroup /> : <span className="muted">—</span>}
       </td>
       <td className="num">{episode.snapshotCount}</td>
       <td className="num">{formatBytes(episode.diskBytes)}</td>
@@ -187,52 +205,111 @@ const EpisodeRow = memo(function EpisodeRow({
   );
 });
 
-/** The ids of the context's engine's episodes that `search` matches, in `order`. */
-function useShownIds(search: string, order: SortOrder<Column>): string[] {
-  return useAppState(
-    useShallow((s) => {
-      const needle = search.trim().toLowerCase();
-      const shown = s.engine.episodeIds.filter((id) => {
-        if (s.pendingDeletes.includes(id)) return false;
-        const episode = s.engine.episodes[id];
-        if (!episode) return false;
-        if (!needle) return true;
-        const names = episode.vmIds.map((vm) => s.engine.vms[vm]?.name ?? '');
-        return [episode.name, episode.id, episode.state, episode.smolfile.path, ...names].some((text) =>
-          text.toLowerCase().includes(needle),
-        );
-      });
-      return sortBy(shown, (id) => sortKey(s, id, order.column), order.direction);
-    }),
-  );
+/** The ids of `s`'s episodes that `search` matches, in the engine's order. */
+function matching(s: AppState, search: string): string[] {
+  const needle = search.trim().toLowerCase();
+  return s.engine.episodeIds.filter((id) => {
+    if (s.pendingDeletes.includes(id)) return false;
+    const episode = s.engine.episodes[id];
+    if (!episode) return false;
+    if (!needle) return true;
+    const names = episode.vmIds.map((vm) => s.engine.vms[vm]?.name ?? '');
+    return [episode.name, episode.id, episode.state, episode.smolfile.path, ...names].some((text) =>
+      text.toLowerCase().includes(needle),
+    );
+  });
+}
+
+/** A row of the list: an episode of the local engine (`app` null) or of the remote engine `engine`. */
+interface Row {
+  key: string;
+  id: string;
+  engine: string;
+  app: App | null;
+}
+
+interface Listed {
+  rows: Row[];
+  /** Every shown engine's episodes, matching or not. */
+  total: number;
+  /** The remote engines out of reach (or connecting) with nothing loaded: one row each, saying so. */
+  notes: { name: string; state: 'connecting' | 'closed'; why: string | null }[];
+}
+
+/**
+ * The rows of every engine shown (`remotes` beside the local one, unless `filter` picks one) that `search` matches,
+ * in one `order`: re-sorted when any of their stores' episodes, VMs or connection change.
+ */
+function useRows(
+  local: AppStore,
+  remotes: RemoteEngine[],
+  filter: string | null,
+  search: string,
+  order: SortOrder<Column>,
+): Listed {
+  const [version, setVersion] = useState(0);
+  const stores = useMemo(() => [local, ...remotes.map((e) => e.app.store)], [local, remotes]);
+  useEffect(() => {
+    const unsubscribe = stores.map((store) =>
+      store.subscribe((state, previous) => {
+        if (
+          state.engine.episodeIds !== previous.engine.episodeIds ||
+          state.engine.episodes !== previous.engine.episodes ||
+          state.engine.vms !== previous.engine.vms ||
+          state.pendingDeletes !== previous.pendingDeletes ||
+          state.connection !== previous.connection
+        )
+          setVersion((v) => v + 1);
+      }),
+    );
+    return () => unsubscribe.forEach((stop) => stop());
+  }, [stores]);
+  return useMemo(() => {
+    const several = remotes.length > 0;
+    const engines = [
+      { name: 'local', app: null as App | null, store: local },
+      ...remotes.map((e) => ({ name: e.name, app: e.app as App | null, store: e.app.store })),
+    ].filter((e) => filter === null || filter === e.name);
+    const keyed: { row: Row; key: string | number; tie: number }[] = [];
+    const notes: Listed['notes'] = [];
+    let total = 0;
+    for (const engine of engines) {
+      const s = engine.store.getState();
+      if (engine.app && s.engine.episodeIds.length === 0 && s.connection.state !== 'open') {
+        notes.push({ name: engine.name, state: s.connection.state, why: s.connection.why ?? null });
+        continue;
+      }
+      total += s.engine.episodeIds.filter((id) => !s.pendingDeletes.includes(id)).length;
+      matching(s, search).forEach((id, index) =>
+        keyed.push({
+          row: { key: `${engine.name}\n${id}`, id, engine: engine.name, app: engine.app },
+          key: sortKey(s, id, order.column, several),
+          tie: index,
+        }),
+      );
+    }
+    const rows = sortBy(
+      keyed,
+      (k) => k.key,
+      order.direction,
+      (k) => k.tie,
+    ).map((k) => k.row);
+    return { rows, total, notes };
+    // `version` stands for the stores' contents, read with getState() above.
+  }, [version, local, remotes, filter, search, order]);
 }
 
 const COLUMN_COUNT = 10;
 
-/** A remote engine's rows, each from its own store; while it is out of reach and nothing was loaded, one row saying so. */
-function RemoteRowsOf({ name, search, order }: { name: string; search: string; order: SortOrder<Column> }) {
-  const ids = useShownIds(search, order);
-  const connection = useAppState((s) => s.connection);
-  const loaded = useAppState((s) => s.engine.episodeIds.length > 0);
-  if (!loaded && connection.state !== 'open') {
-    return (
-      <tr className="engine-note" aria-label={`Engine ${name}`}>
-        <td className="check" />
-        <td colSpan={COLUMN_COUNT - 1} className={connection.state === 'closed' ? 'unreachable' : 'muted'}>
-          {name}:{' '}
-          {connection.state === 'closed' ? `unreachable (${connection.why ?? 'no answer'}), retrying` : 'connecting…'}
-        </td>
-      </tr>
-    );
-  }
-  return ids.map((id, i) => <EpisodeRow key={id} id={id} index={i} engine={name} />);
-}
-
-function RemoteRows(props: { engine: RemoteEngine; search: string; order: SortOrder<Column> }): ReactNode {
+/** A remote engine out of reach with nothing loaded: one row saying so. */
+function EngineNote({ name, state, why }: Listed['notes'][number]) {
   return (
-    <AppContext.Provider value={props.engine.app}>
-      <RemoteRowsOf name={props.engine.name} search={props.search} order={props.order} />
-    </AppContext.Provider>
+    <tr className="engine-note" aria-label={`Engine ${name}`}>
+      <td className="check" />
+      <td colSpan={COLUMN_COUNT - 1} className={state === 'closed' ? 'unreachable' : 'muted'}>
+        {name}: {state === 'closed' ? `unreachable (${why ?? 'no answer'}), retrying` : 'connecting…'}
+      </td>
+    </tr>
   );
 }
 
@@ -269,10 +346,10 @@ export function EpisodeList() {
   const remotes = useEnginesState((s) => s.engines);
   const filter = useEnginesState((s) => s.filter);
   const several = remotes.length > 0;
-  const shownRemotes = remotes.filter((e) => filter === null || filter === e.name);
-  const localIds = useShownIds(search, order);
-  const ids = filter === null || filter === 'local' ? localIds : [];
-  const { scroller, first, last, above, below } = useWindow(ids.length);
+  const { rows, total: shownTotal, notes } = useRows(store, remotes, several ? filter : null, search, order);
+  // Bulk actions are the local engine's: select-all ticks its shown rows.
+  const ids = useMemo(() => rows.filter((r) => r.app === null).map((r) => r.id), [rows]);
+  const { scroller, first, last, above, below } = useWindow(rows.length);
   const allTicked = ids.length > 0 && ids.every((id) => ticked.includes(id));
   return (
     <section className="episodes" aria-label="Episodes">
@@ -288,7 +365,7 @@ export function EpisodeList() {
         {several && <EngineFilter />}
         <div className="spacer" />
         <span className="muted" aria-live="polite">
-          {ticked.length > 0 ? `${ticked.length} selected` : `${ids.length} of ${total}`}
+          {ticked.length > 0 ? `${ticked.length} selected` : `${rows.length} of ${several ? shownTotal : total}`}
         </span>
         <button disabled={ticked.length === 0 || !online} onClick={() => void operations.bulk('checkpoint', ticked)}>
           Checkpoint selected
@@ -337,7 +414,7 @@ export function EpisodeList() {
         </div>
       ) : (
         <div className="table-scroll" ref={scroller}>
-          <table className="grid" aria-rowcount={ids.length + 1}>
+          <table className="grid" aria-rowcount={rows.length + 1}>
             <thead>
               <tr>
                 <th className="check">
@@ -375,18 +452,24 @@ export function EpisodeList() {
             </thead>
             <tbody>
               {above > 0 && <tr className="spacer-row" style={{ height: above }} aria-hidden="true" />}
-              {ids.slice(first, last).map((id, i) => (
-                <EpisodeRow key={id} id={id} index={first + i} engine={several ? 'local' : null} />
-              ))}
+              {rows.slice(first, last).map((row, i) =>
+                row.app ? (
+                  <AppContext.Provider key={row.key} value={row.app}>
+                    <EpisodeRow id={row.id} index={first + i} engine={row.engine} />
+                  </AppContext.Provider>
+                ) : (
+                  <EpisodeRow key={row.key} id={row.id} index={first + i} engine={several ? 'local' : null} />
+                ),
+              )}
               {below > 0 && <tr className="spacer-row" style={{ height: below }} aria-hidden="true" />}
-              {shownRemotes.map((engine) => (
-                <RemoteRows key={engine.name} engine={engine} search={search} order={order} />
+              {notes.map((note) => (
+                <EngineNote key={note.name} {...note} />
               ))}
             </tbody>
           </table>
         </div>
       )}
-      {total > 0 && ids.length === 0 && !several && <p className="empty">No episode matches “{search}”.</p>}
+      {total > 0 && rows.length === 0 && !several && <p className="empty">No episode matches “{search}”.</p>}
     </section>
   );
 }

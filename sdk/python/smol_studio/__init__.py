@@ -6,6 +6,7 @@ from ._copy import CopyResult
 from ._pins import CertificateChanged
 from ._errors import (
     ApiError,
+    BadGateway,
     BadRequest,
     Conflict,
     CopyFailed,
@@ -20,12 +21,14 @@ from ._errors import (
 )
 from ._protocol import ConsoleClosed, ConsoleOutput, ConsoleScreen, ProtocolError
 from ._types import (
+    AddedEngine,
     CreatedToken,
     Diff,
     DiffConsole,
     DiffPoint,
     DiffTimings,
     DiskDiff,
+    EngineProbe,
     EntryMeta,
     Episode,
     EpisodeDeleted,
@@ -52,6 +55,7 @@ from ._types import (
     Progress,
     PulledImage,
     Ref,
+    RemoteEngine,
     RemovedImage,
     RemovedImages,
     RestoreResult,
@@ -97,6 +101,7 @@ __all__ = [
     "SmolError",
     "ApiError",
     "BadRequest",
+    "BadGateway",
     "Unauthorized",
     "Forbidden",
     "NotFound",
@@ -142,6 +147,9 @@ __all__ = [
     "HostReport",
     "TokenInfo",
     "CreatedToken",
+    "RemoteEngine",
+    "AddedEngine",
+    "EngineProbe",
     "Image",
     "Inspected",
     "PulledImage",

@@ -10,8 +10,10 @@ from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Option
 
 from ._protocol import API_PREFIX, HttpRequest, HttpResponse, quote
 from ._types import (
+    AddedEngine,
     CreatedToken,
     Diff,
+    EngineProbe,
     Episode,
     ForkResult,
     GcResult,
@@ -27,6 +29,7 @@ from ._types import (
     Packed,
     PulledImage,
     Ref,
+    RemoteEngine,
     RemovedImages,
     RestoreResult,
     Screen,
@@ -268,8 +271,9 @@ def prune_images() -> Call[RemovedImages]:
     return _call("POST", "/images/prune", RemovedImages.from_json)
 
 
-def listen(host: str, port: int) -> Call[Listener]:
-    return _call("POST", "/engine/listeners", lambda j: Listener(url=j["url"], port=j["port"]), {"host": host, "port": port})
+def listen(host: str, port: int, tls: bool = False) -> Call[Listener]:
+    body = {"host": host, "port": port, **({"tls": True} if tls else {})}
+    return _call("POST", "/engine/listeners", Listener.from_json, body)
 
 
 def unlisten(port: int) -> Call[None]:
@@ -292,6 +296,35 @@ def remove_token(name: str) -> Call[None]:
     if not isinstance(name, str) or not name:
         raise ValueError(f"name: expected a token's name, got {name!r}")
     return _void("DELETE", f"/tokens/{quote(name)}")
+
+
+def engines() -> Call[List[RemoteEngine]]:
+    return _call("GET", "/engines", lambda j: [RemoteEngine.from_json(e) for e in j["engines"]])
+
+
+def _engine_url(url: str) -> str:
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ValueError(f"url: expected an engine URL such as https://10.0.0.2:7443, got {url!r}")
+    return url
+
+
+def probe_engine(url: str) -> Call[EngineProbe]:
+    return _call("POST", "/engines/probe", EngineProbe.from_json, {"url": _engine_url(url)})
+
+
+def add_engine(name: str, url: str, token: str, fingerprint: Optional[str]) -> Call[AddedEngine]:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name: expected the name to add the engine under, got {name!r}")
+    if not isinstance(token, str) or not token:
+        raise ValueError(f"token: expected a token of that engine (smol token create there), got {token!r}")
+    body = _drop_none(name=name, url=_engine_url(url), token=token, fingerprint=fingerprint)
+    return _call("POST", "/engines", AddedEngine.from_json, body)
+
+
+def remove_engine(name: str) -> Call[None]:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name: expected an added engine's name, got {name!r}")
+    return _void("DELETE", f"/engines/{quote(name)}")
 
 
 def shutdown() -> Call[None]:

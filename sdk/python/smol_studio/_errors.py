@@ -16,12 +16,15 @@ class EngineUnavailable(SmolError):
 
 
 class ApiError(SmolError):
-    """An error the engine answered: ``code`` is the API's code (the HTTP status), ``message`` what it said."""
+    """An error the engine answered: ``code`` is the API's code (the HTTP status), ``message`` what it said, and
+    ``reason`` the kind of failure when the engine names one (an errno-like name: ``EUNREACHABLE``, ``EBUSY``...),
+    else None."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, reason: Optional[str] = None) -> None:
         super().__init__(f"{message} ({code})")
         self.code = code
         self.message = message
+        self.reason = reason
 
 
 class BadRequest(ApiError):
@@ -48,6 +51,12 @@ class Unavailable(ApiError):
     """503: the engine is stopping, or the guest agent does not answer."""
 
 
+class BadGateway(ApiError):
+    """502: a remote engine reached through this one (``Smol.through(name)``) did not answer (``reason``
+    ``EUNREACHABLE``), presented another certificate than its pin (``ECERTCHANGED``) or refused the token it was added
+    with (``EREMOTETOKEN``); the message names the engine (docs/remote.md, "The app with several engines")."""
+
+
 class WaitTimeout(SmolError, TimeoutError):
     """``wait_for_output`` (or another wait) gave up; the message says what was seen last."""
 
@@ -67,12 +76,13 @@ _BY_CODE: Dict[int, Type[ApiError]] = {
     403: Forbidden,
     404: NotFound,
     409: Conflict,
+    502: BadGateway,
     503: Unavailable,
 }
 
 
-def api_error(code: int, message: str) -> ApiError:
-    return _BY_CODE.get(code, ApiError)(code, message)
+def api_error(code: int, message: str, reason: Optional[str] = None) -> ApiError:
+    return _BY_CODE.get(code, ApiError)(code, message, reason)
 
 
 def error_from_body(status: int, body: bytes, reason: Optional[str] = None) -> ApiError:
@@ -82,7 +92,8 @@ def error_from_body(status: int, body: bytes, reason: Optional[str] = None) -> A
         err = json.loads(text).get("error", {})
         if isinstance(err.get("message"), str):
             code = err.get("code")
-            return api_error(code if isinstance(code, int) else status, err["message"])
+            why = err.get("reason")
+            return api_error(code if isinstance(code, int) else status, err["message"], why if isinstance(why, str) else None)
     except (ValueError, AttributeError):
         pass
     return api_error(status, text.strip() or f"{status} {reason or ''}".strip())

@@ -40,6 +40,16 @@ class Target:
     #: path; the client's engines file when None). Never a CA check (docs/remote.md, "Pinning").
     fingerprint: Optional[str] = None
     pins: Optional[str] = None
+    #: A remote engine that this one reaches for the app (``add_engine``): every request and WebSocket goes to
+    #: ``/api/v1/engines/NAME/…`` here, which this engine forwards to that one over its pinned TLS with its token
+    #: (docs/remote.md, "The app with several engines"). None: this engine's own API.
+    through: Optional[str] = None
+
+    def route(self, path: str) -> str:
+        """``path`` (``/api/v1/…``) as it is sent: through ``/api/v1/engines/NAME`` when ``through`` is set."""
+        if self.through is None or not path.startswith(API_PREFIX + "/"):
+            return path
+        return f"{API_PREFIX}/engines/{quote(self.through)}{path[len(API_PREFIX):]}"
 
     @classmethod
     def unix(cls, socket_path: str) -> "Target":
@@ -175,7 +185,8 @@ class HttpConnection:
             headers.append(("Content-Length", str(len(body))))
         else:
             headers.append(("Content-Length", "0"))
-        out = self._h11.send(h11.Request(method=request.method, target=request.path, headers=headers)) or b""
+        target = self.target.route(request.path)
+        out = self._h11.send(h11.Request(method=request.method, target=target, headers=headers)) or b""
         if request.stream is None:
             if body:
                 out += self._h11.send(h11.Data(data=body)) or b""
@@ -301,7 +312,8 @@ class WsSession:
     def handshake(self) -> bytes:
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in self.target.auth_headers()]
         headers.append((b"User-Agent", USER_AGENT.encode()))
-        return self._ws.send(ws_events.Request(host=self.target.host_header, target=self.path, extra_headers=headers))
+        target = self.target.route(self.path)
+        return self._ws.send(ws_events.Request(host=self.target.host_header, target=target, extra_headers=headers))
 
     def send_text(self, text: str) -> bytes:
         return self._ws.send(ws_events.TextMessage(data=text)) if self.open and not self.closed else b""

@@ -696,11 +696,61 @@ class SmolfileCheck:
 
 
 @dataclass(frozen=True)
+class RemoteEngine:
+    """A remote engine the engine reaches for the app (docs/remote.md, "The app with several engines"), as its
+    engines file keeps it: ``fingerprint`` is the pinned certificate's (None: plain HTTP, or not pinned yet). Its
+    token stays with the engine and is never answered."""
+
+    name: str
+    url: str
+    fingerprint: Optional[str]
+    added: str
+
+    @classmethod
+    def from_json(cls, j: Json) -> "RemoteEngine":
+        return cls(name=j["name"], url=j["url"], fingerprint=j.get("fingerprint"), added=j["added"])
+
+
+@dataclass(frozen=True)
+class AddedEngine(RemoteEngine):
+    """``add_engine``'s answer: the engine as kept, and its ``version`` from its health (which its token opened)."""
+
+    version: str = ""
+
+    @classmethod
+    def from_json(cls, j: Json) -> "AddedEngine":
+        return cls(
+            name=j["name"], url=j["url"], fingerprint=j.get("fingerprint"), added=j["added"], version=j.get("version", "")
+        )
+
+
+@dataclass(frozen=True)
+class EngineProbe:
+    """The certificate an engine at ``url`` presents (a TLS handshake only, no token sent): ``fingerprint``, to
+    compare with the one ``smol serve`` printed there (None: plain HTTP), and ``pinned``, what the engines file
+    pins for that address already (None: nothing)."""
+
+    url: str
+    fingerprint: Optional[str]
+    pinned: Optional[str]
+
+    @classmethod
+    def from_json(cls, j: Json) -> "EngineProbe":
+        return cls(url=j["url"], fingerprint=j.get("fingerprint"), pinned=j.get("pinned"))
+
+
+@dataclass(frozen=True)
 class Listener:
-    """A TCP listener of the engine (``smol serve``); ``url`` carries its token."""
+    """A TCP listener of the engine (``smol serve``); ``url`` carries its token. ``fingerprint``: an HTTPS
+    listener's certificate (SHA-256, ``AB:CD:…``), which clients pin; None for plain HTTP."""
 
     url: str
     port: int
+    fingerprint: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, j: Json) -> "Listener":
+        return cls(url=j["url"], port=j["port"], fingerprint=j.get("fingerprint"))
 
 
 @dataclass(frozen=True)

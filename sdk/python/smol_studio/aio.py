@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import json
 import os
 import posixpath
@@ -63,8 +64,10 @@ from ._protocol import (
     resize_message,
 )
 from ._types import (
+    AddedEngine,
     CreatedToken,
     Diff,
+    EngineProbe,
     Episode,
     Event,
     ExecResult,
@@ -81,6 +84,7 @@ from ._types import (
     MetricsHistory,
     PulledImage,
     Ref,
+    RemoteEngine,
     RemovedImages,
     RestoreResult,
     Screen,
@@ -562,8 +566,8 @@ class AsyncSmol:
     async def prune_images(self) -> RemovedImages:
         return await self._call(calls.prune_images())
 
-    async def listen(self, host: str = "127.0.0.1", port: int = 0) -> Listener:
-        return await self._call(calls.listen(host, port))
+    async def listen(self, host: str = "127.0.0.1", port: int = 0, tls: bool = False) -> Listener:
+        return await self._call(calls.listen(host, port, tls))
 
     async def unlisten(self, port: int) -> None:
         await self._call(calls.unlisten(port))
@@ -582,6 +586,27 @@ class AsyncSmol:
 
     async def shutdown(self) -> None:
         await self._call(calls.shutdown())
+
+    # -- remote engines this engine reaches (as Smol's) --
+
+    async def engines(self) -> List[RemoteEngine]:
+        return await self._call(calls.engines())
+
+    async def probe_engine(self, url: str) -> EngineProbe:
+        return await self._call(calls.probe_engine(url))
+
+    async def add_engine(self, name: str, url: str, token: str, fingerprint: Optional[str] = None) -> AddedEngine:
+        return await self._call(calls.add_engine(name, url, token, fingerprint))
+
+    async def remove_engine(self, name: str) -> None:
+        await self._call(calls.remove_engine(name))
+
+    def through(self, name: str) -> "AsyncSmol":
+        """As ``Smol.through``: the remote engine ``name`` reached through this one; ``await aclose()`` when done."""
+        if self.transport.target.through is not None:
+            raise ValueError(f"through: this client already goes through {self.transport.target.through}")
+        target = dataclasses.replace(self.transport.target, through=name)
+        return AsyncSmol(AsyncTransport(target, self.transport.timeout))
 
     # -- episodes --
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import os
 import posixpath
@@ -61,8 +62,10 @@ from ._protocol import (
     resize_message,
 )
 from ._types import (
+    AddedEngine,
     CreatedToken,
     Diff,
+    EngineProbe,
     Episode,
     Event,
     ExecResult,
@@ -79,6 +82,7 @@ from ._types import (
     MetricsHistory,
     PulledImage,
     Ref,
+    RemoteEngine,
     RemovedImages,
     RestoreResult,
     Screen,
@@ -580,9 +584,10 @@ class Smol:
         """Removes every image no snapshot or VM sits on (``smol image prune``)."""
         return self._call(calls.prune_images())
 
-    def listen(self, host: str = "127.0.0.1", port: int = 0) -> Listener:
-        """Opens a TCP listener with a new token (``smol serve``); ``connect(url=listener.url)`` reaches it."""
-        return self._call(calls.listen(host, port))
+    def listen(self, host: str = "127.0.0.1", port: int = 0, tls: bool = False) -> Listener:
+        """Opens a TCP listener with a new token (``smol serve``); ``connect(url=listener.url)`` reaches it. ``tls``:
+        HTTPS with the data dir's self-signed certificate (``smol serve --tls``), its ``fingerprint`` answered."""
+        return self._call(calls.listen(host, port, tls))
 
     def unlisten(self, port: int) -> None:
         self._call(calls.unlisten(port))
@@ -607,6 +612,37 @@ class Smol:
     def shutdown(self) -> None:
         """Suspends every running VM and ends the engine (the next one resumes them)."""
         self._call(calls.shutdown())
+
+    # -- remote engines this engine reaches (docs/remote.md, "The app with several engines") --
+
+    def engines(self) -> List[RemoteEngine]:
+        """The remote engines this engine reaches for the app, by name (its engines file); never their tokens."""
+        return self._call(calls.engines())
+
+    def probe_engine(self, url: str) -> EngineProbe:
+        """The certificate the engine at ``url`` presents, from a TLS handshake that sends nothing (no token):
+        compare its ``fingerprint`` with the one ``smol serve`` printed there before ``add_engine``."""
+        return self._call(calls.probe_engine(url))
+
+    def add_engine(self, name: str, url: str, token: str, fingerprint: Optional[str] = None) -> AddedEngine:
+        """Adds the engine at ``url`` under ``name``: its certificate must be ``fingerprint`` (else it is pinned on
+        first use) and ``token`` must open its health there, else ``BadRequest`` saying which (``reason``
+        ``EUNREACHABLE`` or ``EWRONGTOKEN``) and nothing is kept; a name already added is ``Conflict``. A full token
+        only."""
+        return self._call(calls.add_engine(name, url, token, fingerprint))
+
+    def remove_engine(self, name: str) -> None:
+        """Forgets an added engine (and its pin, unless another name reaches that address); ``NotFound`` if none."""
+        self._call(calls.remove_engine(name))
+
+    def through(self, name: str) -> "Smol":
+        """A client of the remote engine ``name`` reached through this one (``/api/v1/engines/NAME/…``): every call,
+        console, exec and event stream, with this client's token here and the added token there. Nothing is sent
+        until a call; one the remote engine cannot answer raises ``BadGateway`` naming it. Close it when done."""
+        if self.transport.target.through is not None:
+            raise ValueError(f"through: this client already goes through {self.transport.target.through}")
+        target = dataclasses.replace(self.transport.target, through=name)
+        return Smol(SyncTransport(target, self.transport.timeout))
 
     # -- episodes --
 

@@ -48,7 +48,8 @@ def test_connect_starts_the_engine_once_and_a_second_client_shares_it(home: Engi
         "removeImage", "pruneImages", "getEpisode", "deleteEpisode", "listSnapshots", "listVms", "getVm", "updateVm", "removeVm",
         "checkpoint", "forkVm", "restore", "stopVm", "startVm", "pauseVm", "resumeVm", "resetVm", "memoryStats",
         "metrics", "network", "logs", "screen", "recording", "writeConsole", "getSnapshot", "updateSnapshot",
-        "deleteSnapshot", "forkSnapshot", "diff", "packMachine", "openMachine", "inspectMachine", "gc", "listen", "unlisten", "shutdown", "hostReport", "listTokens", "createToken", "removeToken", "console", "events", "execStream",
+        "deleteSnapshot", "forkSnapshot", "diff", "packMachine", "openMachine", "inspectMachine", "gc", "listen", "unlisten", "shutdown", "hostReport", "listTokens", "createToken", "removeToken",
+        "listEngines", "probeEngine", "addEngine", "removeEngine", "console", "events", "execStream",
     }
     assert called - operations == set(), "calls of the Python SDK the engine does not document"
     missing = operations - called - {"exec"}  # the exec POST: the SDK streams instead
