@@ -88,6 +88,9 @@ function refusal(status: number, text: string): ApiClientError {
   return new ApiClientError(status, text.trim() || `${status} ${http.STATUS_CODES[status] ?? ''}`.trim());
 }
 
+/** What a conditional GET got: nothing new (a 304), or the new value with its ETag. */
+export type IfChanged<T> = { changed: false; etag: string } | { changed: true; etag: string | null; value: T };
+
 export class ApiClient {
   /** Keeps connections open between requests; an idle one is dropped before the server's 5 s keep-alive would. */
   readonly #agent: http.Agent;
@@ -119,14 +122,35 @@ export class ApiClient {
   }
 
   /** One request; resolves with the parsed JSON (a string for other types, undefined when there is no body). */
-  request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
+  async request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
+    return (await this.#exchange<T>(method, path, body, {})).value as T;
+  }
+
+  /**
+   * A GET that sends the ETag of what the caller already has (If-None-Match): `changed: false` (a 304, no body)
+   * while the engine's answer is still that one, else the new value and its ETag (docs/engine.md, "Listing
+   * episodes"). `etag` null asks unconditionally.
+   */
+  async getIfChanged<T = unknown>(path: string, etag: string | null): Promise<IfChanged<T>> {
+    const answer = await this.#exchange<T>('GET', path, undefined, etag === null ? {} : { 'if-none-match': etag });
+    const tag = typeof answer.headers.etag === 'string' ? answer.headers.etag : null;
+    if (answer.status === 304) return { changed: false, etag: tag ?? etag! };
+    return { changed: true, etag: tag, value: answer.value as T };
+  }
+
+  #exchange<T>(
+    method: string,
+    path: string,
+    body: unknown,
+    extra: http.OutgoingHttpHeaders,
+  ): Promise<{ status: number; headers: http.IncomingHttpHeaders; value: T | undefined }> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
-    const headers: http.OutgoingHttpHeaders = { accept: 'application/json' };
+    const headers: http.OutgoingHttpHeaders = { accept: 'application/json', ...extra };
     if (payload !== undefined) {
       headers['content-type'] = 'application/json';
       headers['content-length'] = Buffer.byteLength(payload);
     }
-    return new Promise<T>((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       const answered = (res: http.IncomingMessage) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -137,7 +161,8 @@ export class ApiClient {
           if (status >= 400) return reject(refusal(status, text));
           const json = /[/+]json\b/.test(res.headers['content-type'] ?? '');
           try {
-            resolve((text === '' ? undefined : json ? JSON.parse(text) : text) as T);
+            const value = (text === '' ? undefined : json ? JSON.parse(text) : text) as T | undefined;
+            resolve({ status, headers: res.headers, value });
           } catch (error) {
             reject(new ApiClientError(status, `the engine answered malformed JSON: ${(error as Error).message}`));
           }

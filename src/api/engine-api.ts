@@ -114,11 +114,22 @@ export interface ImageOperations {
   prune(dryRun?: boolean): Promise<RemovedImages>;
 }
 
+/** A serialized episode list and the entity tag that names exactly this content (strong, quoted). */
+export interface EpisodesBody {
+  etag: string;
+  body: Buffer;
+}
+
 export interface EngineApi {
   health(): Health;
   /** The image operations, when the engine has its own (a test's fake); else image-routes.ts works on the files. */
   images?: ImageOperations;
   listEpisodes(): Episode[];
+  /**
+   * The body of GET /api/v1/episodes (`{"episodes":[…]}`), serialized once and kept until the list changes, and its
+   * ETag, which changes with it (docs/engine.md, "Listing episodes"); the server calls listEpisodes when absent.
+   */
+  episodesBody?(): EpisodesBody;
   getEpisode(ref: string): Episode;
   createEpisode(request: CreateEpisodeRequest): Promise<CreateEpisodeResponse>;
   /** Kills every VM of the episode and deletes it with its snapshots; without force, refuses while a VM runs. */

@@ -144,9 +144,11 @@ Benchmarks:
   clients     through a real engine whose store holds --episodes episodes (default 1,000; --running of
               them, default 4, running echo guests): --clients clients (default 200), each its own
               connection, for --seconds (default 20) listing every episode, and every 10th request
-              typing into a running VM's console or reading its last lines: each kind's p50 and p99
-              (goal: the list's p99 under 100 ms), requests per second, failures, and the engine's fds
-              and RSS before, during and after. 3 runs by default
+              typing into a running VM's console or reading its last lines, while a label changes
+              the list every second; each run has a phase of plain lists, then one of conditional
+              lists (If-None-Match with the last ETag): each kind's p50 and p99 (goal: the list's p99
+              under 100 ms), requests per second, failures, CPU seconds of the engine and of the
+              clients, and the engine's fds and RSS before, during and after. 3 runs by default
 
 Options:
   --runs N        measured runs per metric, 1 to 10000 (default 20 for vm-create, snapshot, restore

@@ -12,7 +12,7 @@ import { pipeline } from 'node:stream/promises';
 import type { TLSSocket } from 'node:tls';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { z } from 'zod';
-import { ApiFailure, type EngineApi } from '../api/engine-api.js';
+import { ApiFailure, type EngineApi, type EpisodesBody } from '../api/engine-api.js';
 import { codeOf, statusForCode } from '../api/error-codes.js';
 import { parseInput } from '../api/request-errors.js';
 import { FILE_ROUTE, ROUTES, WEBSOCKET_ROUTES, matchPath, type Params, type Route } from '../api/routes.js';
@@ -264,6 +264,29 @@ function send(res: http.ServerResponse, status: number, body: unknown, type: str
   res.end(status === 204 ? undefined : text);
 }
 
+/** Whether an If-None-Match header names `etag` (or is `*`); weak tags compare by their opaque part (RFC 9110). */
+function matchesEtag(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false;
+  return header.split(',').some((tag) => {
+    const trimmed = tag.trim();
+    return trimmed === '*' || trimmed.replace(/^W\//, '') === etag;
+  });
+}
+
+/**
+ * The episode list, as the engine keeps it serialized, with its ETag: a client that sends the ETag of the list it
+ * has (If-None-Match) gets 304 and no body while nothing the list shows has changed (docs/engine.md).
+ */
+function sendEpisodes(listed: EpisodesBody, req: http.IncomingMessage, res: http.ServerResponse): void {
+  const headers = { etag: listed.etag, 'cache-control': 'no-cache' };
+  if (matchesEtag(req.headers['if-none-match'], listed.etag)) {
+    res.writeHead(304, headers);
+    return void res.end();
+  }
+  res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': listed.body.length, ...headers });
+  res.end(listed.body);
+}
+
 const isApiPath = (pathname: string) => pathname === API_PREFIX || pathname.startsWith(`${API_PREFIX}/`);
 
 /** A UI file (web mode). The page URL's `?token=` also sets the cookie that its scripts, styles and sockets send. */
@@ -338,6 +361,7 @@ async function serve(
     const query = Object.fromEntries([...url.searchParams].filter(([name]) => name !== 'token'));
     const validQuery = checked(route.query ?? Nothing, query, 'query');
     const body = checked(route.request ?? Nothing, parseJson(await readBody(req)), 'body');
+    if (route.operation === 'listEpisodes' && api.episodesBody) return sendEpisodes(api.episodesBody(), req, res);
     const result = await route.handler(api, params, body, validQuery);
     const type = route.contentType === 'application/json' ? JSON_TYPE : route.contentType;
     send(res, route.status, route.response ? result : undefined, type);

@@ -47,6 +47,8 @@ const INIT_COMMAND_MS = 600_000;
 /** The guest port smol-agent listens on (docs/agent.md), and the CID every guest gets (its own vsock device). */
 export const AGENT_PORT = 52;
 const GUEST_CID = 3;
+/** Events that change nothing an episode list shows: they leave the cached list as it is (listVersion). */
+const UNLISTED_EVENTS: ReadonlySet<EngineEvent['type']> = new Set(['metrics', 'progress', 'image.pull']);
 /**
  * A checkpoint whose frozen disk layer sits on this many layers or more gets it flattened onto the base (the VMM
  * opens chains of at most 64); SMOL_DISK_FLATTEN_DEPTH changes it (tests do).
@@ -226,12 +228,20 @@ export class EngineCore {
     return episodeView(episode, count, this.store.episodeDiskBytes(episode.id), (vm) => this.view(vm));
   }
 
+  /**
+   * Bumped on every change an episode list shows (docs/engine.md, "Listing episodes"): each event but a metrics
+   * sample or a progress report, and each saved record. With the store's version it keys the cached list (engine.ts).
+   */
+  protected listVersion = 0;
+
   protected async save(episode: EpisodeRecord): Promise<void> {
+    this.listVersion++;
     if (!this.episodes.has(episode.id)) return;
     await this.store.saveEpisodeRecord(episode.id, episode);
   }
 
   protected emit(event: EngineEvent): void {
+    if (!UNLISTED_EVENTS.has(event.type)) this.listVersion++;
     for (const listener of this.#listeners) {
       try {
         listener(event);
@@ -513,6 +523,7 @@ export class EngineCore {
     const socketPath = live.resources['virtio-vsock']?.path;
     if (!socketPath || !existsSync(socketPath)) {
       vm.agent = 'none';
+      this.listVersion++;
       return;
     }
     const client = new AgentClient({ socketPath, vsockPort: AGENT_PORT });

@@ -1,6 +1,7 @@
 // The engine (docs/engine.md): episodes and their VMs, each episode's VMs in one vmhost process, snapshots in the
 // store, consoles in hubs. This file is the API's operations; engine-core.ts is the machinery under them. Every
 // change is persisted before it is announced, and announced as an event.
+import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import {
@@ -8,6 +9,7 @@ import {
   type ConsoleAttachment,
   type ConsoleViewer,
   type EngineApi,
+  type EpisodesBody,
   type GuestFile,
   type GuestProcess,
   type GuestProcessIo,
@@ -155,6 +157,20 @@ export class Engine extends EngineCore implements EngineApi {
   listEpisodes(): Episode[] {
     const totals = this.store.episodeTotals();
     return [...this.episodes.values()].map((ep) => this.episodeView(ep, totals));
+  }
+
+  /** The list as the API sends it, built again only after a change it shows (listVersion, the store's version). */
+  #listed: (EpisodesBody & { key: string }) | null = null;
+  /** Tells this engine's ETags from an earlier engine's on the same data dir, whose versions counted from 0 too. */
+  readonly #etagStem = randomBytes(6).toString('hex');
+
+  episodesBody(): EpisodesBody {
+    const key = `${this.listVersion}.${this.store.version}`;
+    if (this.#listed?.key !== key) {
+      const body = Buffer.from(JSON.stringify({ episodes: this.listEpisodes() }));
+      this.#listed = { key, etag: `"${this.#etagStem}.${key}"`, body };
+    }
+    return this.#listed;
   }
 
   getEpisode(ref: string): Episode {

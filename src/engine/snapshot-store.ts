@@ -65,6 +65,7 @@ export class SnapshotStore {
   /** Manifest writes, one at a time, so a gc never sees a half-applied delete or publish. */
   #queue: Promise<unknown> = Promise.resolve();
   #lastCreatedMs = 0;
+  #version = 0;
 
   private constructor(
     readonly home: string,
@@ -368,6 +369,14 @@ export class SnapshotStore {
   }
 
   /**
+   * Bumped whenever a snapshot's manifest is written or a snapshot is removed: what episodeTotals() counts can only
+   * have changed when this has (the engine's cached episode list is keyed by it, engine.ts).
+   */
+  get version(): number {
+    return this.#version;
+  }
+
+  /**
    * For every episode at once, in one pass: its living snapshots and episodeDiskBytes(). Listing 1,000 episodes
    * asks this once instead of going through every snapshot twice per episode.
    */
@@ -423,6 +432,7 @@ export class SnapshotStore {
       crashPoint('gc:removing');
       for (const name of manifest.diskLayers ?? []) await rm(path.join(this.#disks, name), { force: true });
       this.#entries.delete(id);
+      this.#version++;
       removed.push(id);
       freedBytes += bytes;
       this.log(`store: removed ${id} : deleted and no layer chain needs it (${bytes} bytes freed)`);
@@ -435,6 +445,7 @@ export class SnapshotStore {
     await writeManifest(dir, manifest);
     const entry = await storedSnapshot(dir, manifest, this.#disks);
     this.#entries.set(manifest.id, entry);
+    this.#version++;
     return entry;
   }
 
