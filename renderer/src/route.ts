@@ -20,6 +20,16 @@ const NONE: Route = { episodeId: null, vmId: null, snapshotId: null };
 const ENGINE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 /** Which engine the address is about: null for the local one, or a remote engine's name. */
+/** Calls `onChange` when the address's hash changes (for useSyncExternalStore); returns the unsubscribe. */
+export function subscribeToAddress(onChange: () => void): () => void {
+  window.addEventListener('hashchange', onChange);
+  window.addEventListener('popstate', onChange);
+  return () => {
+    window.removeEventListener('hashchange', onChange);
+    window.removeEventListener('popstate', onChange);
+  };
+}
+
 export function routeEngine(hash: string): string | null {
   const match = /^#\/engines\/([^/?]+)\//.exec(hash);
   const name = match ? decodeURIComponent(match[1]!) : null;

@@ -5,6 +5,7 @@
 import { useSyncExternalStore } from 'react';
 import type { AppStore } from '../store/app-store.js';
 import { closeEpisode } from '../store/selection.js';
+import { subscribeToAddress } from '../route.js';
 
 export const COMPARE_PREFIX = '#/compare';
 
@@ -33,18 +34,9 @@ export function formatCompareRoute(route: CompareRoute): string {
   return `${COMPARE_PREFIX}${rest ? `?${rest}` : ''}`;
 }
 
-const subscribe = (onChange: () => void) => {
-  window.addEventListener('hashchange', onChange);
-  window.addEventListener('popstate', onChange);
-  return () => {
-    window.removeEventListener('hashchange', onChange);
-    window.removeEventListener('popstate', onChange);
-  };
-};
-
 /** The compare view's route while the address is its, else null (the string keeps the snapshot stable). */
 export function useCompareRoute(): CompareRoute | null {
-  const hash = useSyncExternalStore(subscribe, () =>
+  const hash = useSyncExternalStore(subscribeToAddress, () =>
     window.location.hash.startsWith(COMPARE_PREFIX) ? window.location.hash : '',
   );
   return hash ? parseCompareRoute(hash) : null;

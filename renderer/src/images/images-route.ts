@@ -4,21 +4,13 @@
 import { useSyncExternalStore } from 'react';
 import type { AppStore } from '../store/app-store.js';
 import { closeEpisode } from '../store/selection.js';
+import { subscribeToAddress } from '../route.js';
 
 export const IMAGES_HASH = '#/images';
 
-const subscribe = (onChange: () => void) => {
-  window.addEventListener('hashchange', onChange);
-  window.addEventListener('popstate', onChange);
-  return () => {
-    window.removeEventListener('hashchange', onChange);
-    window.removeEventListener('popstate', onChange);
-  };
-};
-
 /** Whether the address is the images view's. */
 export function useImagesOpen(): boolean {
-  return useSyncExternalStore(subscribe, () => window.location.hash === IMAGES_HASH);
+  return useSyncExternalStore(subscribeToAddress, () => window.location.hash === IMAGES_HASH);
 }
 
 /** Opens the images view (a new history entry: Back returns to where it was opened). */
