@@ -107,7 +107,9 @@ async function cPart() {
 /** Bounded runs of the fuzzers (scripts/fuzz.js), 30 s each; counts as one test. */
 async function fuzzPart() {
   const name = 'fuzzing: snapshot loader, virtqueues, vsock (npm run fuzz -- --seconds 30)';
-  const result = await run([process.execPath, path.join(root, 'scripts', 'fuzz.js'), '--seconds', '30']);
+  // Not the Smolfile parser's: its unit test runs 3,000 mutants of it already.
+  const fuzz = [path.join(root, 'scripts', 'fuzz.js'), '--seconds', '30', '--except', 'smolfile'];
+  const result = await run([process.execPath, ...fuzz]);
   if (result.status === 0) return { name, result, counts: { passed: 1, failed: 0 } };
   const reason = /^fuzz failed: (.*)$/m.exec(stripAnsi(result.output))?.[1];
   return { name, result, problem: `failed: ${reason ?? `exit ${result.error ?? result.signal ?? result.status}`}` };

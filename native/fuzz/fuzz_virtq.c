@@ -98,12 +98,17 @@ static void ram_init(void)
 /* A 1 MiB raw base and a writable layer over it, in a directory that goes away with the process. */
 static void disk_init(void)
 {
-	char dir[] = "/tmp/smol-fuzz-virtq-XXXXXX", base[64], top[64];
+	/* On tmpfs where there is one: a flush request's fdatasync costs nothing there, and ~30 ms on ext4, which made
+	 * the fuzzer run at 34 inputs a second. */
+	char shm[] = "/dev/shm/smol-fuzz-virtq-XXXXXX", tmp[] = "/tmp/smol-fuzz-virtq-XXXXXX", base[64], top[64];
+	char *dir = mkdtemp(shm);
 	struct vm_error err = { 0 };
 	uint8_t *data = calloc(1, RAM);
 	int fd;
 
-	CHECK(data && mkdtemp(dir));
+	if (!dir)
+		dir = mkdtemp(tmp);
+	CHECK(data && dir);
 	snprintf(base, sizeof(base), "%s/base", dir);
 	snprintf(top, sizeof(top), "%s/top", dir);
 	for (uint64_t i = 0; i < RAM; i++)

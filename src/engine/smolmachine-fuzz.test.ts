@@ -17,9 +17,11 @@ const scratch = mkdtempSync(path.join(tmpdir(), 'smol-machine-fuzz-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const seconds = Number(process.env.SMOL_FUZZ_SECONDS ?? 0);
-const seed = Number(process.env.SMOL_FUZZ_SEED ?? (seconds ? Date.now() % 2 ** 31 : 20));
+// A count of mutants (SMOL_FUZZ_RUNS, `npm run fuzz -- --executions N`) takes as long as it takes.
+const timeout = seconds ? (seconds + 120) * 1000 : process.env.SMOL_FUZZ_RUNS ? 24 * 3600_000 : 120_000;
+const seed = Number(process.env.SMOL_FUZZ_SEED ?? (seconds || process.env.SMOL_FUZZ_RUNS ? Date.now() % 2 ** 31 : 20));
 
-describe('the .smolmachine reader under mutation', { timeout: seconds ? (seconds + 120) * 1000 : 120_000 }, () => {
+describe('the .smolmachine reader under mutation', { timeout }, () => {
   it('unpacks the seed, a real packed counting guest, to its files', async () => {
     const digests = await unpackDigests(seedFile, scratch);
     // The kernel, and the state and memory of two snapshots (a full layer and a diff over it).
@@ -44,7 +46,8 @@ describe('the .smolmachine reader under mutation', { timeout: seconds ? (seconds
     const messages = new Set<string>();
     let runs = 0;
     let refused = 0;
-    for (; seconds ? Date.now() < until : runs < 100; runs++) {
+    const wanted = Number(process.env.SMOL_FUZZ_RUNS ?? (seconds ? Infinity : 100));
+    for (; runs < wanted && (!seconds || Date.now() < until); runs++) {
       const { bytes, how } = mutate(file, random);
       const outcome = await judge(bytes, original, scratch);
       if (outcome.kind === 'finding') {
