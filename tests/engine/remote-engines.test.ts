@@ -59,6 +59,7 @@ function socket(a: Served, where: string, token = a.token): Promise<WebSocket | 
   const ws = new WebSocket(`${a.base.replace(/^http/, 'ws')}/api/v1${where}`, {
     headers: { authorization: `Bearer ${token}` },
   });
+  keepEarlyMessages(ws);
   return new Promise((resolve, reject) => {
     ws.once('open', () => resolve(ws));
     ws.once('unexpected-response', (_request, response) => {
@@ -78,9 +79,34 @@ function opened(result: WebSocket | { status: number; message: string }): WebSoc
   return result;
 }
 
-/** The next text message of `ws` that `pick` accepts. */
+/**
+ * Text messages a socket got before its first `next`: a frame that comes in the same read as the upgrade's answer is
+ * emitted before the code awaiting 'open' runs (a clean-clone CI hung 180 s on the console's first screen so,
+ * through the relay under load). After the first `next`, each `next` sees only what comes after it, as before.
+ */
+const early = new WeakMap<WebSocket, { kept: Array<Record<string, unknown>>; stop: () => void }>();
+
+function keepEarlyMessages(ws: WebSocket): void {
+  const kept: Array<Record<string, unknown>> = [];
+  const onMessage = (data: Buffer, isBinary: boolean) => {
+    if (!isBinary) kept.push(JSON.parse(data.toString()) as Record<string, unknown>);
+  };
+  ws.on('message', onMessage);
+  early.set(ws, { kept, stop: () => ws.off('message', onMessage) });
+}
+
+/** The next text message of `ws` that `pick` accepts (the first call also looks at what came before it). */
 function next<T>(ws: WebSocket, pick: (message: Record<string, unknown>) => T | undefined): Promise<T> {
   return new Promise((resolve) => {
+    const before = early.get(ws);
+    if (before) {
+      early.delete(ws);
+      before.stop();
+      for (const message of before.kept) {
+        const picked = pick(message);
+        if (picked !== undefined) return resolve(picked);
+      }
+    }
     const onMessage = (data: Buffer, isBinary: boolean) => {
       if (isBinary) return;
       const picked = pick(JSON.parse(data.toString()) as Record<string, unknown>);

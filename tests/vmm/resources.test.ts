@@ -32,7 +32,9 @@ describe('resources', () => {
       for (let i = 0; i < cycles; i++) await cycle();
       drainPreparedVms();
       expect(openFds()).toBe(fdsBefore);
-      expect(threads()).toBe(threadsBefore);
+      // Not more than before: a leak adds threads. The count before can hold a thread of the warm-up VM still
+      // ending (seen in a clean-clone CI on 2026-12-03: 12 before, 11 after), so fewer is no failure.
+      expect(threads()).toBeLessThanOrEqual(threadsBefore);
     },
     900_000,
   ); // about a second a cycle inside the KVM lab
