@@ -6,6 +6,7 @@
         "binding/addon.cc",
         "binding/disk_wrap.cc",
         "binding/vm_wrap.cc",
+        "binding/zstd_wrap.cc",
         "common/file_io.c",
         "common/le_codec.c",
         "vmm/acpi.c",
@@ -65,9 +66,9 @@
       "defines": ["NAPI_VERSION=8"],
       "cflags": ["-Wall", "-Wextra", "-Wno-unused-parameter", "-pthread"],
       "cflags_c": ["-std=gnu11", "<!@(pkg-config --cflags slirp libseccomp)"],
-      "cflags_cc": ["-std=c++17"],
+      "cflags_cc": ["-std=c++17", "<!@(pkg-config --cflags libzstd)"],
       "ldflags": ["-pthread"],
-      "libraries": ["<!@(pkg-config --libs slirp libseccomp)"]
+      "libraries": ["<!@(pkg-config --libs slirp libseccomp libzstd)"]
     }
   ]
 }

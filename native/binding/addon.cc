@@ -5,6 +5,7 @@
 #include <cerrno>
 
 #include "disk_wrap.h"
+#include "zstd_wrap.h"
 #include "vm_error_js.h"
 #include "vm_wrap.h"
 
@@ -175,6 +176,10 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("flattenDiskLayer", Napi::Function::New<FlattenDiskLayer>(env, "flattenDiskLayer"));
   exports.Set("exportDisk", Napi::Function::New<ExportDisk>(env, "exportDisk"));
   exports.Set("dataExtents", Napi::Function::New<DataExtents>(env, "dataExtents"));
+  exports.Set("zstdDecompress", Napi::Function::New<ZstdDecompress>(env, "zstdDecompress"));
+  exports.Set("zstdCompress", Napi::Function::New<ZstdCompress>(env, "zstdCompress"));
+  exports.Set("zstdStreamNew", Napi::Function::New<ZstdStreamNew>(env, "zstdStreamNew"));
+  exports.Set("zstdStreamDecode", Napi::Function::New<ZstdStreamDecode>(env, "zstdStreamDecode"));
   exports.Set("snapshotInfo", Napi::Function::New<SnapshotInfo>(env, "snapshotInfo"));
   exports.Set("jailLockdown", Napi::Function::New<JailLockdown>(env, "jailLockdown"));
   exports.Set("jailTestForbidden", Napi::Function::New<JailTestForbidden>(env, "jailTestForbidden"));

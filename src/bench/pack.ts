@@ -108,7 +108,7 @@ export async function benchPack(options: PackBenchOptions): Promise<PackBenchRes
     rmSync(scratch, { recursive: true, force: true });
   }
   notes.push(
-    'open = verify the whole file (sha256), decompress every chunk (one zstd process each) into the store, restore; ' +
+    'open = verify the whole file (sha256), decompress every chunk (libzstd in the addon, two at once) into the store, restore; ' +
       'store = a fork of the same snapshot in the same engine. Both end when the guest has read every touched page.',
   );
   return { name: 'pack', runs: options.runs, warmup: WARMUP_RUNS, guest: 'dirty.elf', results, host, notes };

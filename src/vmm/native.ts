@@ -249,6 +249,9 @@ export interface VmPoolStats {
   thread: boolean;
 }
 
+/** An opaque zstd decompression context (native/binding/zstd_wrap.cc). */
+export type ZstdStreamHandle = { readonly __zstdStream: unique symbol };
+
 export interface NativeBinding {
   /** Never throws. */
   kvmProbe(): KvmProbe;
@@ -290,6 +293,26 @@ export interface NativeBinding {
    * range on a file system without them. Packing a .smolmachine skips the holes (docs/smolmachine.md).
    */
   dataExtents(path: string): Promise<{ size: number; extents: Array<[number, number]> }>;
+  /**
+   * zstd on libuv's thread pool (.smolmachine chunks, src/engine/zstd.ts): at most `size` bytes, refused with
+   * "more than N" past them and "zstd failed: <libzstd's reason>" when damaged; into `into` (at least size + 1 bytes,
+   * the promise then gives the count) or a new Buffer.
+   */
+  zstdDecompress(data: Buffer, size: number): Promise<Buffer>;
+  zstdDecompress(data: Buffer, size: number, into: Buffer): Promise<number>;
+  /** One frame with its content size and a checksum, at `level` (1 to 19). */
+  zstdCompress(data: Buffer, level: number): Promise<Buffer>;
+  /** A zstd stream's decompression context (one per stream; zstdStreamDecode feeds it, one call at a time). */
+  zstdStreamNew(): ZstdStreamHandle;
+  /**
+   * Up to `max` bytes of the stream's output from `data` (empty: what the context still holds); `consumed`, how much
+   * of `data` it took (the rest goes in the next call); `ended`, the last frame is whole and all of it given out.
+   */
+  zstdStreamDecode(
+    stream: ZstdStreamHandle,
+    data: Buffer,
+    max: number,
+  ): Promise<{ out: Buffer; consumed: number; ended: boolean }>;
   /**
    * Jails the calling process (docs/security.md): core dumps off, `nofile` open files, no capabilities,
    * no_new_privs and the seccomp allow-list on every thread; a forbidden call writes `seccomp: <name>` to `reportFd`
