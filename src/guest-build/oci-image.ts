@@ -27,6 +27,7 @@ import { createGunzip } from 'node:zlib';
 import { AGENT_BINARY } from '../agent-client/host-agent.js';
 import { DISKS_DIR, IMAGES_DIR, LAYER_NAME, readLayerHeader } from '../engine/disk-layers.js';
 import { MAKE_ROOM, requireRoomFor } from '../engine/disk-space.js';
+import { zstdDecompressStream } from '../engine/zstd.js';
 import { packageRoot } from '../package-root.js';
 import type { ProgressCallback } from './build-progress.js';
 import { createBuildDir, removeAbandonedBuildDirs } from './build-dir.js';
@@ -454,7 +455,7 @@ function fetchAll(
   });
 }
 
-/** The layer's tar: gunzipped when gzip (by its first bytes, whatever the media type says). */
+/** The layer's tar: gunzipped when gzip, unzstd'ed when zstd (by its first bytes, whatever the media type says). */
 function decompress(file: string, layer: Descriptor): Readable {
   const magic = Buffer.alloc(4);
   const fd = openSync(file, 'r');
@@ -463,10 +464,19 @@ function decompress(file: string, layer: Descriptor): Readable {
   } finally {
     closeSync(fd);
   }
-  if (magic.readUInt32BE(0) === 0x28b52ffd) {
-    throw new Error(`layer ${layer.digest} is zstd-compressed, which this Node (${process.version}) cannot decompress`);
-  }
   const stream = createReadStream(file, { highWaterMark: 1 << 20 });
+  if (magic.readUInt32BE(0) === 0x28b52ffd) {
+    // zstd (`tar+zstd`): Node 20's zlib has none; the addon's libzstd reads it as a stream (src/engine/zstd.ts).
+    const unzstd = zstdDecompressStream(stream, `layer ${layer.digest}`);
+    if (!unzstd) {
+      stream.destroy();
+      throw new Error(
+        `layer ${layer.digest} is zstd-compressed, which needs the native addon (not built here: npm run build:native)`,
+      );
+    }
+    stream.on('error', (err) => unzstd.destroy(err));
+    return unzstd;
+  }
   if (magic[0] !== 0x1f || magic[1] !== 0x8b) return stream;
   const gunzip = createGunzip({ chunkSize: 1 << 18 });
   stream.on('error', (err) => gunzip.destroy(err));

@@ -91,7 +91,21 @@ export interface Layout {
 }
 
 /** Writes an OCI image layout of gzip'd `layers` at `dir`, its manifest tagged `tag`. */
-export function writeLayout(dir: string, layers: Buffer[], tag = 'v1', config: object = FIXTURE_CONFIG): Layout {
+/** How writeLayout stores each layer: gzip by default, or bytes of the caller's with their media type. */
+export interface LayerCompression {
+  mediaType: string;
+  compress: (tar: Buffer) => Buffer;
+}
+
+const GZIP: LayerCompression = { mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', compress: gzipSync };
+
+export function writeLayout(
+  dir: string,
+  layers: Buffer[],
+  tag = 'v1',
+  config: object = FIXTURE_CONFIG,
+  compression: LayerCompression = GZIP,
+): Layout {
   const blobs = path.join(dir, 'blobs', 'sha256');
   mkdirSync(blobs, { recursive: true });
   const put = (bytes: Buffer) => {
@@ -99,10 +113,10 @@ export function writeLayout(dir: string, layers: Buffer[], tag = 'v1', config: o
     writeFileSync(path.join(blobs, digest.slice(7)), bytes);
     return { digest, size: bytes.length };
   };
-  const gz = layers.map((layer) => gzipSync(layer));
+  const gz = layers.map((layer) => compression.compress(layer));
   const diffIds = layers.map(digestOf);
   const configBlob = put(Buffer.from(JSON.stringify({ ...config, rootfs: { type: 'layers', diff_ids: diffIds } })));
-  const layerDescs = gz.map((bytes) => ({ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', ...put(bytes) }));
+  const layerDescs = gz.map((bytes) => ({ mediaType: compression.mediaType, ...put(bytes) }));
   const manifest = Buffer.from(
     JSON.stringify({
       schemaVersion: 2,

@@ -1,7 +1,8 @@
 // OCI images made into root disks on this host (docs/images.md, "OCI images"): an OCI layout, an oci-archive and a
 // docker-archive the test writes from busybox-static, converted by ensureOciImage; the ext4 is read with debugfs
 // (never mounted). Conversion needs root (owners), as it does for users.
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -132,6 +133,73 @@ describe.skipIf(!asRoot)('OCI images to root disks (as root)', { timeout: 120_00
     expect(readdirSync(cache).sort()).toEqual(before);
     expect(readdirSync(path.join(cache, 'blobs/sha256')).filter((n) => n.includes('partial'))).toEqual([]);
     expect(Object.keys(readRefs(cache).refs)).not.toContain(`oci:${broken.dir}:v1`);
+  });
+
+  it('converts an image whose layers are zstd (skopeo recompressed them), and names a cut or damaged zstd layer', async () => {
+    // skopeo's own zstd encoder (Go's), as a registry would serve a `tar+zstd` image.
+    const zdir = path.join(scratch, 'zstd-layout');
+    const copied = spawnSync(
+      'skopeo',
+      ['copy', '--quiet', '--dest-compress-format', 'zstd', `oci:${layout.dir}:v1`, `oci:${zdir}:v1`],
+      { encoding: 'utf8' },
+    );
+    expect(copied.status, copied.stderr).toBe(0);
+    const index = JSON.parse(readFileSync(path.join(zdir, 'index.json'), 'utf8')) as {
+      manifests: Array<{ digest: string }>;
+    };
+    const blob = (digest: string) => path.join(zdir, 'blobs/sha256', digest.slice(7));
+    const manifest = JSON.parse(readFileSync(blob(index.manifests[0]!.digest), 'utf8')) as {
+      layers: Array<{ mediaType: string; digest: string }>;
+    };
+    expect(manifest.layers.map((l) => l.mediaType)).toEqual(
+      manifest.layers.map(() => 'application/vnd.oci.image.layer.v1.tar+zstd'),
+    );
+    for (const l of manifest.layers) expect(readFileSync(blob(l.digest)).readUInt32BE(0)).toBe(0x28b52ffd);
+    const result = await ensureOciImage({ reference: `oci:${zdir}:v1`, dir: cache });
+    expect(result.cached).toBe(false);
+    checkDisk(result.file);
+
+    // Debian's zstd program, cut in the middle of its frame, and with a damaged byte in its frame header.
+    const zstd = (tar: Buffer) => {
+      const out = spawnSync('zstd', ['-q', '-c', '-3'], { input: tar, maxBuffer: 64 << 20 });
+      expect(out.status).toBe(0);
+      return out.stdout;
+    };
+    const busybox = await busyboxLayers();
+    const cut = writeLayout(
+      path.join(scratch, 'zstd-cut'),
+      busybox,
+      'v1',
+      { ...FIXTURE_CONFIG, author: 'cut' },
+      {
+        mediaType: 'application/vnd.oci.image.layer.v1.tar+zstd',
+        compress: (tar) => {
+          const bytes = zstd(tar);
+          return bytes.subarray(0, Math.floor(bytes.length / 2));
+        },
+      },
+    );
+    await expect(ensureOciImage({ reference: `oci:${cut.dir}:v1`, dir: cache })).rejects.toThrow(
+      `layer ${cut.layerDigests[0]} ends in the middle of a zstd frame`,
+    );
+    const damaged = writeLayout(
+      path.join(scratch, 'zstd-damaged'),
+      busybox,
+      'v1',
+      { ...FIXTURE_CONFIG, author: 'damaged' },
+      {
+        mediaType: 'application/vnd.oci.image.layer.v1.tar+zstd',
+        compress: (tar) => {
+          const bytes = Buffer.from(zstd(tar));
+          bytes[4]! |= 0x08; // the frame header's reserved bit
+          return bytes;
+        },
+      },
+    );
+    await expect(ensureOciImage({ reference: `oci:${damaged.dir}:v1`, dir: cache })).rejects.toThrow(
+      new RegExp(`layer ${damaged.layerDigests[0]}: zstd failed: \\w`),
+    );
+    expect(readdirSync(cache).filter((n) => n.startsWith('build-') || n.includes('partial'))).toEqual([]);
   });
 
   it('a layer that is not a tar names the layer', async () => {
