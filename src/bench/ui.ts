@@ -86,6 +86,18 @@ function metric(name: string, unit: string, samples: number[]): UiMetric {
   return { metric: name, unit, p50: round(median(samples)), p90: round(p90(samples)), samples: samples.map(round) };
 }
 
+/** The built renderer is there, and Playwright's Chromium driver (a dev dependency). */
+export async function uiBenchChromium(): Promise<typeof import('playwright-core').chromium> {
+  if (!existsSync(path.join(packageRoot, 'dist', 'renderer', 'index.html'))) {
+    throw new Error('the UI is not built: run npm run build:renderer');
+  }
+  try {
+    return (await import('playwright-core')).chromium;
+  } catch {
+    throw new Error('smol bench ui needs playwright-core (a dev dependency): run npm install in the checkout');
+  }
+}
+
 export async function benchUi(options: UiBenchOptions): Promise<UiBenchResult> {
   const { progress } = options;
   const flood = path.join(tinyGuestDir, 'flood.elf');
@@ -93,15 +105,7 @@ export async function benchUi(options: UiBenchOptions): Promise<UiBenchResult> {
   for (const guest of [flood, echo]) {
     if (!existsSync(guest)) throw new Error(`${guest} is not built: run make -C native guests`);
   }
-  if (!existsSync(path.join(packageRoot, 'dist', 'renderer', 'index.html'))) {
-    throw new Error('the UI is not built: run npm run build:renderer');
-  }
-  let chromium: typeof import('playwright-core').chromium;
-  try {
-    ({ chromium } = await import('playwright-core'));
-  } catch {
-    throw new Error('smol bench ui needs playwright-core (a dev dependency): run npm install in the checkout');
-  }
+  const chromium = await uiBenchChromium();
   const host = { ...benchHost(), loadAverage: { start: os.loadavg(), end: [] as number[] } };
   // A short path: the engine's Unix socket lives in it.
   const home = mkdtempSync(path.join(os.tmpdir(), 'smol-bench-ui-'));

@@ -272,6 +272,17 @@ describe('smol bench arguments', () => {
     expect(() => parseBenchArgs(['disk', '--lines', '3'])).toThrow('--lines is an option of the ui and console');
   });
 
+  it('ui takes --engines N (2 to 16) for the list across engines, and only ui takes it', () => {
+    expect(parseBenchArgs(['ui'])).toMatchObject({ name: 'ui', engines: 1, episodes: 1000 });
+    expect(parseBenchArgs(['ui', '--engines', '4', '--runs', '3'])).toMatchObject({ engines: 4, runs: 3 });
+    expect(() => parseBenchArgs(['ui', '--engines', '17'])).toThrow('--engines');
+    expect(() => parseBenchArgs(['ui', '--engines', 'four'])).toThrow('--engines');
+    expect(() => parseBenchArgs(['pack', '--engines', '2'])).toThrow(
+      '--engines is not an option of the pack benchmark',
+    );
+    expect(() => parseBenchArgs(['console', '--engines', '2'])).toThrow('--engines is an option of the ui benchmark');
+  });
+
   it('prints the notes of a snapshot benchmark under its table', () => {
     const host = {
       kvm: { implementation: 'hardware', apiVersion: 12 },

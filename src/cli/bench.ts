@@ -17,7 +17,8 @@ import { benchReset } from '../bench/reset.js';
 import { benchRestoreLinux } from '../bench/restore-linux.js';
 import { benchSdk } from '../bench/sdk.js';
 import { benchSnapshot, type SnapshotBenchResult, type TinySnapshotBench } from '../bench/snapshot.js';
-import { benchUi, formatUiBenchResult, type UiBenchResult } from '../bench/ui.js';
+import { benchUi, CHROMIUM_ARGS, formatUiBenchResult, uiBenchChromium, type UiBenchResult } from '../bench/ui.js';
+import { benchUiEngines, formatUiEnginesBenchResult } from '../bench/ui-engines.js';
 import { benchVmCreate, type BenchResult } from '../bench/vm-create.js';
 import { findGuestAssets, GUEST_CMDLINE } from '../guest-build/guest-assets.js';
 import { packageRoot } from '../package-root.js';
@@ -64,6 +65,7 @@ export const BENCH_HELP = `Usage: smol bench vm-create [--json] [--runs N] [--ke
        smol bench reset [--json] [--runs N] [-f SMOLFILE]
        smol bench exec|files [--json] [--runs N] [-f SMOLFILE]
        smol bench ui [--json] [--runs N] [--episodes N] [--snapshots N] [--lines N] [--chromium FILE]
+       smol bench ui --engines N [--json] [--runs N] [--episodes N] [--chromium FILE]
        smol bench console [--json] [--runs N] [--lines N]
        smol bench disk [--json] [--runs N] [--cpus N] [--memory MiB] [--kernel FILE --initrd FILE]
                        [--cmdline STR] [--qemu FILE]
@@ -165,7 +167,9 @@ Options:
                   else smolfiles/echo.smolfile, a bare kernel that has no base snapshot); sdk: echo.smolfile,
                   or shell.smolfile inside the KVM lab when the Linux guest is built
   --qemu FILE     boot: QEMU to compare with (default ${DEFAULT_QEMU} on PATH)
-  --episodes N    ui: episodes in the list (default 1000)
+  --episodes N    ui: episodes in the list (default 1000; with --engines, on each engine)
+  --engines N     ui: the list alone, on the local engine and then across N engines on this machine, the
+                  others added to it as remote engines (2 to 16; issue 25's goal: 4 × 1,000 under 1 s)
   --snapshots N   ui: snapshots in the fork tree (default 5000)
   --lines N       ui, console: lines of 64 bytes the flooding guest prints per run (default 100000;
                   a 25th of them, 200 to 1,000, through COM1)
@@ -206,7 +210,17 @@ export type BenchArgs =
   | (LinuxBenchArgs & { name: 'net' })
   | { name: TinySnapshotBench; json: boolean; runs: number; memoryMiB: number[]; forks?: number; trace?: true }
   | { name: 'reset' | 'exec' | 'files'; json: boolean; runs: number; smolfile: string }
-  | { name: 'ui'; json: boolean; runs: number; episodes: number; snapshots: number; lines: number; chromium: string }
+  | {
+      name: 'ui';
+      json: boolean;
+      runs: number;
+      episodes: number;
+      snapshots: number;
+      lines: number;
+      chromium: string;
+      /** More than 1: the list alone, on the local engine and then across this many (ui-engines.ts). */
+      engines: number;
+    }
   | { name: 'console'; json: boolean; runs: number; lines: number }
   | { name: 'sdk'; json: boolean; runs: number; smolfile: string; forks: number }
   | { name: 'image'; json: boolean; runs: number; boot: boolean }
@@ -245,6 +259,7 @@ const FLAGS = {
   file: { type: 'string', short: 'f' },
   episodes: { type: 'string' },
   snapshots: { type: 'string' },
+  engines: { type: 'string' },
   lines: { type: 'string' },
   chromium: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -300,6 +315,11 @@ function parseUiArgs(
     episodes: count('episodes', 1000, 100_000),
     snapshots: count('snapshots', 5000, 100_000),
     lines: count('lines', 100_000, 10_000_000),
+    engines: parseIntegerFlag('bench', '--engines', flags.engines as string | undefined, {
+      min: 1,
+      max: 16,
+      default: 1,
+    }),
     chromium: path.resolve((flags.chromium as string | undefined) ?? process.env.SMOL_CHROMIUM ?? DEFAULT_CHROMIUM),
   };
 }
@@ -400,7 +420,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   }
   if (flags.linux && name !== 'restore')
     throw new UsageError('bench', '--linux is an option of the restore benchmark only');
-  const uiOnly = (['episodes', 'snapshots', 'chromium'] as const).find((flag) => flags[flag] !== undefined);
+  const uiOnly = (['episodes', 'snapshots', 'chromium', 'engines'] as const).find((flag) => flags[flag] !== undefined);
   if (uiOnly && name !== 'ui') throw new UsageError('bench', `--${uiOnly} is an option of the ui benchmark only`);
   if (flags.lines !== undefined && name !== 'ui' && name !== 'console') {
     throw new UsageError('bench', '--lines is an option of the ui and console benchmarks only');
@@ -583,7 +603,13 @@ export async function runBench(argv: string[]): Promise<number> {
       );
     }
     const progress = (line: string) => process.stderr.write(`bench ui: ${line}\n`);
-    const { episodes, snapshots, lines: consoleLines, chromium, runs } = args;
+    const { episodes, snapshots, lines: consoleLines, chromium, runs, engines } = args;
+    if (engines > 1) {
+      const options = { runs, engines, episodes, chromium, progress };
+      const result = await benchUiEngines(options, await uiBenchChromium(), CHROMIUM_ARGS);
+      process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatUiEnginesBenchResult(result));
+      return 0;
+    }
     const result: UiBenchResult = await benchUi({ runs, episodes, snapshots, consoleLines, chromium, progress });
     process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : formatUiBenchResult(result));
     return 0;
