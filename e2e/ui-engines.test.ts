@@ -5,7 +5,9 @@
 // its engine, sorted in one list with A's, and opens at #/engines/b/episodes/ID with its console, all through A; the
 // keyboard shortcuts and the command palette act on B there. B killed: the list marks it unreachable with its state
 // unknown (last seen running), the palette lists B's actions disabled with the reason, and A's own episodes go on; B
-// served again at the same address: the page finds it by itself.
+// served again at the same address: the page finds it by itself. B killed while its episode is open: the episode's
+// header, its VM's tab and the tree's "here" badge say state unknown (last seen running), the action bar's actions
+// that need the engine are off with the reason; B served again: the live state and the actions come back.
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -312,6 +314,102 @@ describe('the app with several engines', () => {
       (text) => text === 'b',
     );
     expect(ui.pageErrors).toEqual([]);
+  });
+
+  step('B away with its episode open: unknown, last seen, actions off saying why; live again', async () => {
+    const { page } = ui;
+    // far crashed with B's SIGKILL above: a new episode on B, running, through A's forwarded API.
+    const smolfile = remote.smolfile('watched', 'kernel = "@guests@/echo.elf"\nmemory = 16\n');
+    const up = await ui.engine.api.request<{ episode: Episode }>('POST', '/api/v1/engines/b/episodes', {
+      smolfile,
+      name: 'watched',
+    });
+    const onB = () => ui.engine.api.request<Episode>('GET', `/api/v1/engines/b/episodes/${up.episode.id}`);
+    const open = page.getByRole('button', { name: 'Open episode watched' });
+    await visible(open);
+    const seen = await until(
+      'watched running on B',
+      onB,
+      (episode) => episode.state === 'running' && episode.vms[0]?.state === 'running',
+    );
+    const vm = seen.vms[0]!;
+    await open.click();
+    await visible(page.getByRole('heading', { level: 2, name: 'watched' }));
+    // Images from B's episode: its Back returns to it (issue 24's mend of Back, on a remote engine's episode).
+    await page.getByRole('button', { name: 'Images', exact: true }).click();
+    await visible(page.getByRole('region', { name: 'Images' }));
+    await page.getByRole('button', { name: 'Back to episode watched', exact: true }).click();
+    await visible(page.getByRole('heading', { level: 2, name: 'watched' }));
+    expect(new URL(page.url()).hash).toBe(`#/engines/b/episodes/${up.episode.id}?vm=${up.episode.vms[0]!.id}`);
+    const head = page.locator('.episode-head');
+    const tab = page.getByRole('tab', { name: `VM ${vm.name}` });
+    const actions = page.getByRole('group', { name: `Actions for ${vm.name}` });
+    const checkpoint = actions.getByRole('button', { name: 'Checkpoint…' });
+    const remove = page.getByRole('button', { name: 'Delete episode' });
+    const reason = 'b is unreachable: actions come back with it';
+    await until(
+      'the live state in the header',
+      () => head.innerText(),
+      (text) => text.includes('running') && !text.includes('unknown'),
+    );
+    // A checkpoint through the page, so the VM is at a card of the tree ("here").
+    await checkpoint.click();
+    await page.getByLabel('Checkpoint name').fill('before-away');
+    await page.getByRole('button', { name: 'Save checkpoint' }).click();
+    await visible(page.getByRole('treeitem', { name: /^Snapshot before-away/ }));
+    await until(
+      'the tree’s here badge',
+      () => page.locator('.here-vm.state-running').count(),
+      (n) => n > 0,
+    );
+    expect(await checkpoint.isEnabled()).toBe(true);
+
+    b.child.kill('SIGKILL');
+    process.kill(remote.enginePid()!, 'SIGKILL');
+    await until(
+      'the header: state unknown, last seen running',
+      () => head.innerText(),
+      (text) => text.includes('unknown') && text.includes('last seen running'),
+    );
+    await ui.shot('engines-episode-unknown');
+    expect(await head.locator('.state-running').count()).toBe(0);
+    expect(await tab.innerText()).toMatch(/unknown[\s\S]*last seen running/);
+    expect(await tab.locator('.state-running').count()).toBe(0);
+    // No uptime as if live; the tree's "here" badge is hollow too.
+    expect(await tab.innerText()).not.toMatch(/\bup \d/);
+    expect(await page.locator('.here-vm.state-running').count()).toBe(0);
+    expect(await page.locator('.here-vm.state-unknown').count()).toBeGreaterThan(0);
+    // The actions that need the engine are off, and say why.
+    expect(await actions.getByRole('note').innerText()).toBe(reason);
+    for (const name of ['Checkpoint…', 'Fork…', 'Pause', 'Stop', 'Reset', 'Export…', 'Remove VM']) {
+      const button = actions.getByRole('button', { name, exact: true });
+      expect(await button.isDisabled(), name).toBe(true);
+      expect(await button.getAttribute('title'), name).toBe(reason);
+    }
+    expect(await remove.isDisabled()).toBe(true);
+    expect(await remove.getAttribute('title')).toBe(reason);
+    // The banner says so as before.
+    expect(await page.locator('.engine-banner').innerText()).toContain('unreachable');
+
+    b = await startServe(remote, ['--tls', '--listen', b.url.host], (child) => serving.push(child));
+    // Live again: the header shows what B says now (its VM died with B's SIGKILL, so most likely crashed).
+    await until(
+      'the header live again, as B has it',
+      async () => [await head.innerText(), (await onB().catch(() => null))?.state] as const,
+      ([text, state]) => !!state && text.includes(state) && !text.includes('unknown') && !text.includes('last seen'),
+    );
+    await until(
+      'the actions back',
+      () => actions.getByRole('note').count(),
+      (n) => n === 0,
+    );
+    expect(await tab.innerText()).not.toContain('unknown');
+    expect(await remove.isEnabled()).toBe(true);
+    expect(await remove.getAttribute('title')).toBeNull();
+    expect(await page.locator('.here-vm.state-unknown').count()).toBe(0);
+    await ui.shot('engines-episode-live-again');
+    await page.getByRole('button', { name: 'Back to episodes' }).click();
+    await visible(open);
   });
 
   step('B removed through the dialog: its rows and the Engine column go', async () => {

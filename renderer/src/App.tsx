@@ -14,7 +14,7 @@ import { useEngines, useEnginesState } from './engines/engine-stores.js';
 import { EpisodeList } from './views/EpisodeList.js';
 import { EpisodeView } from './views/EpisodeView.js';
 import { ImagesView } from './images/ImagesView.js';
-import { leaveImages, showImages, useImagesOpen } from './images/images-route.js';
+import { showImages, useImagesOpen } from './images/images-route.js';
 import { Toasts } from './views/Toasts.js';
 import { CompareView } from './compare/CompareView.js';
 import { useCompareRoute } from './compare/compare-route.js';
@@ -87,14 +87,13 @@ export function App() {
   const episodeId = useAppState((s) => s.episodeId);
   const imagesOpen = useImagesOpen();
   const compare = useCompareRoute();
-  const leaveCompare = () => void (window.location.hash = '#/');
-  // The brand goes back to the list, from an episode of any engine.
+  // The brand goes to the list, from an episode of any engine or a view.
   const home = () => {
-    if (imagesOpen) return leaveImages(app.store);
-    if (compare) return leaveCompare();
+    if (imagesOpen || compare) return void (window.location.hash = '#/');
     const remote = engines.store.getState().engines.find((e) => e.name === remoteOpen);
     closeEpisode(remote?.app.store ?? app.store);
   };
+  const stores = () => [app.store, ...engines.store.getState().engines.map((e) => e.app.store)];
   useEffect(() => installShortcuts(app, window, () => engines.active()), [app, engines]);
   useEffect(() => installMachineDrop(app.store, window, smolBridge(window)), [app]);
   // Consoles of VMs that are gone end with them.
@@ -114,7 +113,7 @@ export function App() {
         <Connection />
         <div className="spacer" />
         <EnginesButton />
-        <button onClick={() => showImages(app.store)} aria-pressed={imagesOpen}>
+        <button onClick={() => showImages(stores())} aria-pressed={imagesOpen}>
           Images
         </button>
         <button onClick={() => setPaletteOpen(app.store, true)} aria-label="Open the command palette">
@@ -126,7 +125,7 @@ export function App() {
         {imagesOpen ? (
           <ImagesView />
         ) : compare ? (
-          <CompareView route={compare} leave={leaveCompare} />
+          <CompareView route={compare} />
         ) : episodeId ? (
           <EpisodeView episodeId={episodeId} />
         ) : remoteOpen ? (

@@ -4,7 +4,15 @@
 // engine is out of reach its actions are listed disabled with the reason (docs/remote.md, "In the app").
 import type { App } from './app-context.js';
 import type { AppState } from './store/app-store.js';
-import { closeEpisode, connected, deleteTicked, openDialog, openEpisode, selectedVmId } from './store/selection.js';
+import {
+  awayReason,
+  closeEpisode,
+  connected,
+  deleteTicked,
+  openDialog,
+  openEpisode,
+  selectedVmId,
+} from './store/selection.js';
 
 export interface Command {
   id: string;
@@ -31,7 +39,7 @@ export function commands(app: App, state: AppState, engine?: string, others: Oth
   if (!state.episodeId) list.push(...otherEpisodes(others));
   if (!engine) return list;
   const on = ` on ${engine}`;
-  const away = !connected(state) ? `${engine} is unreachable: actions come back with it` : undefined;
+  const away = awayReason(state, engine);
   return list.map((command) => ({
     ...command,
     title:

@@ -8,6 +8,7 @@ import { putEpisodeSnapshots } from '../store/app-store.js';
 import { call, TransportError } from '../transport/transport.js';
 import { CompareSide } from './CompareSide.js';
 import { replaceCompare, type CompareRoute } from './compare-route.js';
+import { ViewBack } from '../views/ViewBack.js';
 import { diffPair, sideOf, type Side } from './compare-sides.js';
 import { DiffPanel } from './DiffPanel.js';
 
@@ -55,7 +56,7 @@ function useFetchUnknown(sides: readonly Side[]) {
   return missing;
 }
 
-export function CompareView({ route, leave }: { route: CompareRoute; leave: () => void }) {
+export function CompareView({ route }: { route: CompareRoute }) {
   const online = useAppState((s) => s.connection.state === 'open');
   const engine = useAppState((s) => s.engine);
   const unknown = [sideOf(engine, route.a, {}), sideOf(engine, route.b, {})];
@@ -70,9 +71,7 @@ export function CompareView({ route, leave }: { route: CompareRoute; leave: () =
   return (
     <section className="compare" aria-label="Side by side">
       <header className="episode-head">
-        <button onClick={leave} aria-label="Back to episodes">
-          ← Episodes
-        </button>
+        <ViewBack />
         <h2>Side by side</h2>
         <div className="spacer" />
         <button

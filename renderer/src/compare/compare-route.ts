@@ -1,11 +1,10 @@
 // The compare view's place in the address (docs/ui.md, "Side by side"): `#/compare?a=<vm or snapshot>&b=<…>`, beside
-// route.ts's episodes and images-route.ts's images. Like the images view it is not store state: route.ts sees an
-// address it does not know and leaves the list behind it, so Back from the compare view returns to where it was
-// opened. What the address names is read as it is written; compare-sides.ts says what each side is, or what is wrong.
+// route.ts's episodes and images-route.ts's images. Like the images view it is not store state: it opens as the
+// entry after where it was opened from (route.ts openView), so Back from the compare view, the browser's or its own,
+// returns there. What the address names is read as it is written; compare-sides.ts says what each side is, or what is wrong.
 import { useSyncExternalStore } from 'react';
 import type { AppStore } from '../store/app-store.js';
-import { closeEpisode } from '../store/selection.js';
-import { subscribeToAddress } from '../route.js';
+import { openView, replaceView, subscribeToAddress } from '../route.js';
 
 export const COMPARE_PREFIX = '#/compare';
 
@@ -44,18 +43,10 @@ export function useCompareRoute(): CompareRoute | null {
 
 /** Opens the compare view on two VMs or snapshots (a new history entry: Back returns to where it was opened). */
 export function showCompare(store: AppStore, a: string | null, b: string | null): void {
-  // Closing an open episode pushes the list's entry (route.ts): the compare view takes that entry's place, so Back
-  // returns to the episode rather than to the list.
-  const fromEpisode = store.getState().episodeId !== null;
-  closeEpisode(store);
-  const hash = formatCompareRoute({ a, b });
-  if (fromEpisode) replaceCompare({ a, b });
-  else if (window.location.hash !== hash) window.location.hash = hash;
+  openView([store], formatCompareRoute({ a, b }), 'side by side');
 }
 
 /** Changes the sides in place (swap, close one): replaces the entry, as choosing a VM does in an episode. */
 export function replaceCompare(route: CompareRoute): void {
-  const url = `${window.location.pathname}${window.location.search}${formatCompareRoute(route)}`;
-  window.history.replaceState(null, '', url);
-  window.dispatchEvent(new HashChangeEvent('hashchange'));
+  replaceView(formatCompareRoute(route));
 }

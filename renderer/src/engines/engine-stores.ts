@@ -8,9 +8,10 @@ import { createContext, useContext } from 'react';
 import { useStore } from 'zustand';
 import { createStore } from 'zustand/vanilla';
 import type { RemoteEngineInfo } from '../../../src/api/schema.js';
-import type { App } from '../app-context.js';
+import { useApp, useAppState, type App } from '../app-context.js';
 import { pruneConsoleSessions } from '../console/console-sessions.js';
 import { installRouting } from '../route.js';
+import { awayReason } from '../store/selection.js';
 import { connectStore, createAppStore } from '../store/app-store.js';
 import { MetricsStore } from '../store/metrics.js';
 import { Operations } from '../store/operations.js';
@@ -170,4 +171,14 @@ const NONE = createStore<EnginesState>(() => ({
 /** One value of the remote engines' state; a selector that builds an object or array needs useShallow. */
 export function useEnginesState<T>(selector: (state: EnginesState) => T): T {
   return useStore(useContext(EnginesContext)?.store ?? NONE, selector);
+}
+
+/**
+ * Why the context's engine cannot act now (it is out of reach: what the page shows of it is as last seen), named as
+ * the palette names it; null while it is connected.
+ */
+export function useAway(): string | null {
+  const app = useApp();
+  const name = useEnginesState((s) => s.engines.find((e) => e.app === app)?.name);
+  return useAppState((s) => awayReason(s, name));
 }

@@ -9,7 +9,7 @@ import { formatBytes, formatTime } from '../format.js';
 import { connected } from '../store/selection.js';
 import { call } from '../transport/transport.js';
 import { Modal } from '../views/Modal.js';
-import { leaveImages } from './images-route.js';
+import { ViewBack } from '../views/ViewBack.js';
 import { PullDialog } from './PullDialog.js';
 import './images.css';
 
@@ -164,7 +164,7 @@ function PruneDialog({ onClose, onDone }: { onClose: () => void; onDone: () => v
 }
 
 export function ImagesView() {
-  const { store, transport } = useApp();
+  const { transport } = useApp();
   const online = useAppState(connected);
   const [images, setImages] = useState<ImageSummary[] | null>(null);
   const [failure, setFailure] = useState<string | null>(null);
@@ -187,9 +187,7 @@ export function ImagesView() {
   return (
     <section className="images" aria-label="Images">
       <div className="toolbar">
-        <button onClick={() => leaveImages(store)} aria-label="Back to episodes">
-          ← Episodes
-        </button>
+        <ViewBack />
         <h2>Images</h2>
         <div className="spacer" />
         <span className="muted" aria-live="polite">

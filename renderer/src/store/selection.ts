@@ -9,6 +9,14 @@ const LIVE = new Set(['running', 'paused', 'creating']);
 /** Whether the engine is reachable now: actions are offered only then (the page reconnects by itself). */
 export const connected = (state: AppState): boolean => state.connection.state === 'open';
 
+/**
+ * Why `state`'s engine (a remote one's `name`, else the page's own) cannot act now, or null while it is connected:
+ * the reason the palette and the open episode give for their disabled actions.
+ */
+export function awayReason(state: AppState, name?: string): string | null {
+  return connected(state) ? null : `${name ?? 'the engine'} is unreachable: actions come back with it`;
+}
+
 /** The open episode's VMs as the page shows them: the ones that exist and do not wait for their delete. */
 export function shownVmIds(state: AppState, episodeId = state.episodeId): string[] {
   const episode = episodeId ? state.engine.episodes[episodeId] : undefined;

@@ -37,6 +37,7 @@ import {
 } from './flow-nodes.js';
 import { bestBranch, colourOf, formatLabelValue, labelRange, numberOf } from './label-scale.js';
 import { TreeLabels } from './TreeLabels.js';
+import { useAway } from '../engines/engine-stores.js';
 import { layoutTree } from './tree-layout.js';
 
 /** Below READABLE_ZOOM a card's text would be a few pixels high: cards show as blocks instead (names on hover). */
@@ -46,6 +47,8 @@ const SnapshotCard = memo(function SnapshotCard({ data }: NodeProps<SnapshotNode
   const { store } = useApp();
   const far = useFar();
   const { snapshot, here, selected, current, colour, onBest, marked } = data;
+  // Its engine out of reach: where the VMs were last seen, their state unknown.
+  const away = useAway();
   const labels = Object.entries(snapshot.labels ?? {}).sort(([a], [b]) => a.localeCompare(b));
   const labelText = labels.map(([key, value]) => `${key}=${formatLabelValue(value)}`).join(' ');
   const paint = colour === undefined ? '' : colour === null ? ' unvalued' : ' valued';
@@ -72,8 +75,12 @@ const SnapshotCard = memo(function SnapshotCard({ data }: NodeProps<SnapshotNode
             .map((vm) => (
               <button
                 key={vm.id}
-                className={`here-vm nodrag nopan state-${vm.state}${vm.id === current ? ' current' : ''}`}
-                title={`${vm.name} is here (${vm.state}); click to select it`}
+                className={`here-vm nodrag nopan state-${away ? 'unknown' : vm.state}${vm.id === current ? ' current' : ''}`}
+                title={
+                  away
+                    ? `${vm.name} was last seen here (${vm.state}); ${away}`
+                    : `${vm.name} is here (${vm.state}); click to select it`
+                }
                 aria-label={`Select VM ${vm.name}`}
                 aria-pressed={vm.id === current}
                 onClick={(event) => {

@@ -26,7 +26,7 @@ import { showCompare } from '../compare/compare-route.js';
 import { episodeVm } from '../compare/compare-sides.js';
 import { SortHeader } from './SortHeader.js';
 import { Sparklines } from './Sparkline.js';
-import { StateBadge } from './StateBadge.js';
+import { StateBadge, UnknownState } from './StateBadge.js';
 
 const COLUMNS = ['name', 'state', 'vms', 'uptime', 'snapshots', 'disk', 'created'] as const;
 type Column = (typeof COLUMNS)[number];
@@ -172,15 +172,7 @@ const EpisodeRow = memo(function EpisodeRow({
       <td>
         {away ? (
           // Its engine is out of reach: the state now is unknown; the one last seen is kept, dimmed.
-          <>
-            <span className="state state-unknown" title={`unknown while ${engine} is unreachable`}>
-              <span className="dot" aria-hidden="true" />
-              unknown
-            </span>
-            <div className="sub last-seen" title={`last seen ${episode.state}`}>
-              last seen {episode.state}
-            </div>
-          </>
+          <UnknownState last={episode.state} why={`unknown while ${engine} is unreachable`} under />
         ) : (
           <>
             <StateBadge state={episode.state} />

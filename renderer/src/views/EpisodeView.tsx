@@ -1,5 +1,7 @@
 // One episode: its VMs (state, where each is, and its actions), the fork tree, the selected snapshot's details,
-// and the selected VM's console or replay.
+// and the selected VM's console or replay. While its engine is out of reach, what is live (states, uptimes, the
+// agent, sparklines) shows as unknown with the state last seen, and the actions that need the engine say why they
+// are off (engine-stores.ts useAway), until the engine answers again.
 import { useState } from 'react';
 import { useShallow } from 'zustand/react/shallow';
 import { useApp, useAppState } from '../app-context.js';
@@ -11,7 +13,6 @@ import { Replay } from '../replay/Replay.js';
 import { ForkTree } from '../tree/ForkTree.js';
 import {
   closeEpisode,
-  connected,
   openDialog,
   selectVm,
   selectedVmId,
@@ -23,7 +24,8 @@ import { ActivityLog } from '../activity/ActivityLog.js';
 import { LabelsEditor } from './LabelsEditor.js';
 import { SnapshotDetails } from './SnapshotDetails.js';
 import { Sparklines } from './Sparkline.js';
-import { StateBadge } from './StateBadge.js';
+import { StateBadge, UnknownState } from './StateBadge.js';
+import { useAway } from '../engines/engine-stores.js';
 import { VmNetwork } from './VmNetwork.js';
 import { showCompare } from '../compare/compare-route.js';
 import { VM_PICKER_FROM, VmPicker } from './VmPicker.js';
@@ -33,14 +35,20 @@ function Uptime({ since }: { since: string }) {
   return <span className="muted">up {formatDuration(now - Date.parse(since))}</span>;
 }
 
+/** The action bar's note saying why its actions are off (the disabled buttons point at it). */
+const AWAY_NOTE = 'vm-actions-away';
+
 function VmActions({ vmId }: { vmId: string }) {
   const { store, operations } = useApp();
   const vm = useAppState((s) => s.engine.vms[vmId]);
   const busy = useAppState((s) => s.busy[`vm:${vmId}`]);
   const failure = useAppState((s) => s.failures[`vm:${vmId}`]);
   const progress = useAppState((s) => s.engine.progress[vmId]);
-  // Busy, or the engine out of reach: the buttons wait.
-  const off = useAppState((s) => !!s.busy[`vm:${vmId}`] || !connected(s));
+  // Busy, or the engine out of reach: the buttons wait (saying why, for the latter).
+  const away = useAway();
+  const off = useAppState((s) => !!s.busy[`vm:${vmId}`]) || away !== null;
+  // On a button that needs the engine, after its own title: the reason it is off.
+  const needsEngine = away ? { title: away, 'aria-describedby': AWAY_NOTE } : {};
   if (!vm) return null;
   const live = vm.state === 'running' || vm.state === 'paused';
   const can = { start: vm.state === 'suspended', stop: live, reset: vm.state !== 'creating' };
@@ -49,27 +57,35 @@ function VmActions({ vmId }: { vmId: string }) {
       <span className="acting-on" title="The selected VM: these buttons, the palette and the shortcuts act on it">
         <span className="muted">VM</span> <strong data-testid="acting-on">{vm.name}</strong>
       </span>
-      <button disabled={!live || off} onClick={() => openDialog(store, { kind: 'checkpoint', vmId })}>
+      <button disabled={!live || off} {...needsEngine} onClick={() => openDialog(store, { kind: 'checkpoint', vmId })}>
         Checkpoint…
       </button>
-      <button disabled={!live || off} onClick={() => openDialog(store, { kind: 'fork', vmId, snapshotId: null })}>
+      <button
+        disabled={!live || off}
+        {...needsEngine}
+        onClick={() => openDialog(store, { kind: 'fork', vmId, snapshotId: null })}
+      >
         Fork…
       </button>
       {vm.state === 'paused' ? (
-        <button disabled={off} onClick={() => void operations.lifecycle(vmId, 'resume')}>
+        <button disabled={off} {...needsEngine} onClick={() => void operations.lifecycle(vmId, 'resume')}>
           Resume
         </button>
       ) : (
-        <button disabled={vm.state !== 'running' || off} onClick={() => void operations.lifecycle(vmId, 'pause')}>
+        <button
+          disabled={vm.state !== 'running' || off}
+          {...needsEngine}
+          onClick={() => void operations.lifecycle(vmId, 'pause')}
+        >
           Pause
         </button>
       )}
       {can.start ? (
-        <button disabled={off} onClick={() => void operations.lifecycle(vmId, 'start')}>
+        <button disabled={off} {...needsEngine} onClick={() => void operations.lifecycle(vmId, 'start')}>
           Start
         </button>
       ) : (
-        <button disabled={!can.stop || off} onClick={() => void operations.lifecycle(vmId, 'stop')}>
+        <button disabled={!can.stop || off} {...needsEngine} onClick={() => void operations.lifecycle(vmId, 'stop')}>
           Stop
         </button>
       )}
@@ -77,12 +93,14 @@ function VmActions({ vmId }: { vmId: string }) {
         disabled={!can.reset || off}
         onClick={() => void operations.reset(vmId)}
         title="Boots a clean machine; where it was is kept as a checkpoint, with Undo"
+        {...needsEngine}
       >
         Reset
       </button>
       <button
         disabled={(!live && !vm.snapshot) || off}
         title="Pack the VM into a .smolmachine file (a running one is checkpointed first)"
+        {...needsEngine}
         onClick={() => openDialog(store, { kind: 'export', source: { vmId } })}
       >
         Export…
@@ -90,12 +108,17 @@ function VmActions({ vmId }: { vmId: string }) {
       <button title="This VM side by side with another VM or a snapshot" onClick={() => showCompare(store, vmId, null)}>
         Side by side…
       </button>
-      <button className="danger" disabled={off} onClick={() => operations.removeVm(vmId)}>
+      <button className="danger" disabled={off} {...needsEngine} onClick={() => operations.removeVm(vmId)}>
         Remove VM
       </button>
       <div className="spacer" />
+      {away && (
+        <span id={AWAY_NOTE} className="away-note" role="note">
+          {away}
+        </span>
+      )}
       <VmNetwork vmId={vmId} />
-      {live && <Sparklines vmIds={[vmId]} />}
+      {live && !away && <Sparklines vmIds={[vmId]} />}
       {busy && (
         <span className="busy" role="status">
           {busy}
@@ -163,6 +186,7 @@ function TreePair() {
 function VmTab({ vmId, active }: { vmId: string; active: boolean }) {
   const { store } = useApp();
   const vm = useAppState((s) => s.engine.vms[vmId]);
+  const away = useAway();
   const at = useAppState((s) => {
     const id = s.engine.vms[vmId]?.snapshot;
     return id ? (s.engine.snapshots[id]?.name ?? null) : null;
@@ -178,9 +202,9 @@ function VmTab({ vmId, active }: { vmId: string; active: boolean }) {
       title={vm.exit ? `${vm.exit.reason}: ${vm.exit.message}` : vm.id}
     >
       <span className="vm-tab-name">{vm.name}</span>
-      <StateBadge state={vm.state} />
-      {vm.runningSince && <Uptime since={vm.runningSince} />}
-      {vm.agent !== 'none' && (
+      {away ? <UnknownState last={vm.state} why={away} /> : <StateBadge state={vm.state} />}
+      {vm.runningSince && !away && <Uptime since={vm.runningSince} />}
+      {vm.agent !== 'none' && !away && (
         <span className={`agent-state agent-${vm.agent}`} title="The guest agent (smol exec, files)">
           agent {vm.agent}
         </span>
@@ -245,7 +269,7 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
   // The details pane shows the selection's details, or the episode's activity log.
   const [activity, setActivity] = useState(false);
   const hideAutomatic = useAppState((s) => s.hideAutomatic);
-  const online = useAppState(connected);
+  const away = useAway();
   if (!episode) return null;
   return (
     <section className="episode" aria-label={`Episode ${episode.name}`}>
@@ -254,13 +278,18 @@ export function EpisodeView({ episodeId }: { episodeId: string }) {
           ← Episodes
         </button>
         <h2>{episode.name}</h2>
-        <StateBadge state={episode.state} />
+        {away ? <UnknownState last={episode.state} why={away} /> : <StateBadge state={episode.state} />}
         <span className="muted" title={episode.smolfile.path}>
           {episode.smolfile.path.split('/').at(-1)} · {episode.snapshotCount} snapshots ·{' '}
           {formatBytes(episode.diskBytes)}
         </span>
         <div className="spacer" />
-        <button className="danger" disabled={!online} onClick={() => operations.deleteEpisode(episodeId)}>
+        <button
+          className="danger"
+          disabled={away !== null}
+          title={away ?? undefined}
+          onClick={() => operations.deleteEpisode(episodeId)}
+        >
           Delete episode
         </button>
       </header>

@@ -7,10 +7,11 @@ import { formatBytes, formatTime } from '../format.js';
 import { markerOf } from '../replay/asciicast.js';
 import { screenAt } from '../replay/screen-at.js';
 import { useRecording } from '../replay/use-recording.js';
-import { connected, openDialog, selectSnapshot, selectedVmId } from '../store/selection.js';
+import { openDialog, selectSnapshot, selectedVmId } from '../store/selection.js';
 import { useImplicitCr } from '../console/implicit-cr.js';
 import { LabelsEditor } from './LabelsEditor.js';
 import { showCompare } from '../compare/compare-route.js';
+import { useAway } from '../engines/engine-stores.js';
 
 /** The screen as it was when the snapshot was taken (also a side of the compare view). */
 export function LastScreen({ vmId, snapshotId }: { vmId: string; snapshotId: string }) {
@@ -58,7 +59,9 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
     ),
   );
   const activeVm = useAppState(selectedVmId);
-  const online = useAppState(connected);
+  // The engine out of reach: the buttons that need it are off, saying why.
+  const away = useAway();
+  const online = away === null;
   const activeName = useAppState((s) => (activeVm ? (s.engine.vms[activeVm]?.name ?? activeVm) : null));
   const busy = useAppState((s) => s.busy[`snapshot:${snapshotId}`]);
   const failure = useAppState((s) => s.failures[`snapshot:${snapshotId}`]);
@@ -92,7 +95,7 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
           <textarea value={note} rows={3} onChange={(e) => setNote(e.target.value)} aria-label="Snapshot note" />
         </label>
         <div className="row">
-          <button type="submit" disabled={!changed || !!busy || !online}>
+          <button type="submit" disabled={!changed || !!busy || !online} title={away ?? undefined}>
             {busy ?? 'Save'}
           </button>
           {changed && (
@@ -146,13 +149,17 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
       <div className="row wrap">
         <button
           disabled={!activeVm || !online}
-          title={activeName ? `Moves ${activeName} to this snapshot; the dialog lets you choose another VM` : undefined}
+          title={
+            away ??
+            (activeName ? `Moves ${activeName} to this snapshot; the dialog lets you choose another VM` : undefined)
+          }
           onClick={() => activeVm && openDialog(store, { kind: 'restore', vmId: activeVm, snapshotId: snapshot.id })}
         >
           {activeName ? `Restore ${activeName} here…` : 'Restore…'}
         </button>
         <button
           disabled={!online}
+          title={away ?? undefined}
           onClick={() => openDialog(store, { kind: 'fork', vmId: null, snapshotId: snapshot.id })}
         >
           Fork from here…
@@ -167,7 +174,7 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
         </button>
         <button
           disabled={!online}
-          title="Pack this snapshot into a .smolmachine file"
+          title={away ?? 'Pack this snapshot into a .smolmachine file'}
           onClick={() => openDialog(store, { kind: 'export', source: { snapshotId: snapshot.id } })}
         >
           Export…
@@ -175,7 +182,7 @@ export function SnapshotDetails({ snapshotId }: { snapshotId: string }) {
         <button
           className="danger"
           disabled={snapshot.kind === 'base' || !online}
-          title={snapshot.kind === 'base' ? 'A base snapshot goes with its episodes' : undefined}
+          title={snapshot.kind === 'base' ? 'A base snapshot goes with its episodes' : (away ?? undefined)}
           onClick={() => operations.deleteSnapshot(snapshot.id)}
         >
           Delete snapshot

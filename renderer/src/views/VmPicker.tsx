@@ -10,7 +10,8 @@ import { sortBy, useSortOrder, type SortOrder } from '../sort-order.js';
 import { selectVm } from '../store/selection.js';
 import { formatLabelValue, labelQuery } from '../tree/label-scale.js';
 import { SortButton } from './SortHeader.js';
-import { StateBadge } from './StateBadge.js';
+import { StateBadge, UnknownState } from './StateBadge.js';
+import { useAway } from '../engines/engine-stores.js';
 
 /** From this many VMs on, the episode shows the picker instead of one tab per VM. */
 export const VM_PICKER_FROM = 20;
@@ -198,6 +199,7 @@ function VmOption({
   pick: () => void;
 }) {
   const vm = useAppState((s) => s.engine.vms[vmId]);
+  const away = useAway();
   const at = useAppState((s) => {
     const snapshot = s.engine.vms[vmId]?.snapshot;
     return snapshot ? (s.engine.snapshots[snapshot]?.name ?? null) : null;
@@ -214,7 +216,7 @@ function VmOption({
       onClick={pick}
     >
       <span className="vm-tab-name">{vm.name}</span>
-      <StateBadge state={vm.state} />
+      {away ? <UnknownState last={vm.state} why={away} /> : <StateBadge state={vm.state} />}
       <span className="muted small">{at ? `at ${at}` : ''}</span>
       {label && (
         <span className="vm-option-label small" data-testid="vm-label" title={label}>
