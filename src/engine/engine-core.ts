@@ -40,7 +40,7 @@ import { VmHost } from './vmhost.js';
 import { VmHostLimiter, type GuestSize } from './vmhost-limits.js';
 import { forkVmHost, type VmHostLauncher } from './vmhost-launcher.js';
 import { crashPoint } from './crash-points.js';
-import { vmhostJailPlan } from './vmhost-jail.js';
+import { episodeRunDir, vmhostJailPlan } from './vmhost-jail.js';
 
 const BOOT_READY_MS = 120_000;
 const INIT_COMMAND_MS = 600_000;
@@ -383,7 +383,7 @@ export class EngineCore {
     // An operation queued behind a delete must not bring a deleted episode's vmhost back.
     if (this.episodes.get(episode.id) !== episode) throw new ApiFailure(404, `episode ${episode.id} was deleted`);
     // Its root shows only the store's directories and the Smolfile's boot files (docs/security.md).
-    const jail = vmhostJailPlan(this.options.home, episode.smolfile);
+    const jail = vmhostJailPlan(this.options.home, episode.id, episode.smolfile);
     const launch = this.options.launchVmHost ?? forkVmHost;
     const host = new VmHost(episode.id, (label) => launch(label, jail), this.#limiter.cgroupFor(episode.id));
     if (host.limitsNote)
@@ -457,7 +457,7 @@ export class EngineCore {
   ): LiveInstance {
     const hub = this.hub(vm); // before the instance exists, so none of its output is dropped
     const name = `${vm.id}#${++this.#instanceCount}`;
-    const vsock = this.vsockPathOf(name);
+    const vsock = this.vsockPathOf(name, this.episodeOf(vm).id);
     // A socket left by a VMM killed outright (the count restarts with the engine) must not pass for this one's.
     rmSync(vsock, { force: true });
     const resources: DeviceResources = { 'virtio-vsock': { path: vsock } };
@@ -507,9 +507,12 @@ export class EngineCore {
 
   // ---- the guest agent (docs/agent.md) ----
 
-  /** Where a native instance's vsock muxer listens: a new socket for every boot, restore and fork child. */
-  protected vsockPathOf(instance: string): string {
-    const dir = path.join(this.options.home, 'run');
+  /**
+   * Where a native instance's vsock muxer listens: a new socket for every boot, restore and fork child, in its
+   * episode's run/ directory, the only one of run/ its vmhost's root shows (docs/security.md).
+   */
+  protected vsockPathOf(instance: string, episode: string): string {
+    const dir = episodeRunDir(this.options.home, episode);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     return path.join(dir, `${instance.replace('#', '.')}.vsock`);
   }

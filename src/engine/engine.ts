@@ -51,6 +51,7 @@ import { planBoot, prepareImage } from './boot-plan.js';
 import { episodeWorkload, withWorkload } from './exec-workload.js';
 import { EngineCore, KIND_STEMS, type EngineOptions } from './engine-core.js';
 import { diffPoints, readRecording } from './episode-diff.js';
+import { episodeRunDir } from './vmhost-jail.js';
 import { WorkGate } from './work-gate.js';
 import type { DiffQuery, DiffResponse } from '../api/diff-schema.js';
 import { METRICS_INTERVAL_MS } from './metrics.js';
@@ -216,7 +217,7 @@ export class Engine extends EngineCore implements EngineApi {
       disks: await this.store.diskTops(snapshot.id),
     });
     const context = {
-      home: this.options.home,
+      runDir: episodeRunDir(this.options.home, episode.id),
       exportDisk: async (layer: string, out: string) =>
         void (await this.host(episode).call('exportDisk', { path: layer, out })),
       recording: (vm: string) => this.hubs.get(vm)?.recordingText() ?? readRecording(this.options.home, vm),
@@ -332,6 +333,7 @@ export class Engine extends EngineCore implements EngineApi {
     }
     this.episodes.delete(episode.id);
     await this.store.deleteEpisode(episode.id, this.liveLayerHeads());
+    await rm(episodeRunDir(this.options.home, episode.id), { recursive: true, force: true });
     await this.store.removeEpisodeRecord(episode.id);
     this.emit({ type: 'episode.deleted', id: episode.id });
   }

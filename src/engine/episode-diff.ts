@@ -24,7 +24,8 @@ export interface DiffPoint {
 }
 
 export interface DiffContext {
-  home: string;
+  /** The episode's run/ directory (episodeRunDir): the exported disks go there while the diff reads them. */
+  runDir: string;
   /** Writes the chain at `layer` as a sparse raw image `out` (the episode's vmhost does it). */
   exportDisk(layer: string, out: string): Promise<void>;
   /** The asciicast recording of a VM, or null when the engine has none. */
@@ -47,7 +48,8 @@ function readerOptions(env: NodeJS.ProcessEnv): { reader: ReaderOptions; caps: D
 
 export async function diffPoints(context: DiffContext, from: DiffPoint, to: DiffPoint): Promise<DiffResponse> {
   const { reader, caps } = readerOptions(context.env);
-  const dir = path.join(context.home, 'run', `diff-${randomBytes(6).toString('hex')}`);
+  // In the episode's run/ directory: the episode's vmhost writes the exported disks there (its root shows no other).
+  const dir = path.join(context.runDir, `diff-${randomBytes(6).toString('hex')}`);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const disks: DiskDiff[] = [];
   let exportMs = 0;

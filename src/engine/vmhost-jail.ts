@@ -92,16 +92,24 @@ const DEVICES = ['/dev/kvm', '/dev/null', '/dev/zero', '/dev/urandom', '/dev/ran
 const HOST_FILES = ['/sys/devices/system/cpu', '/etc/resolv.conf'];
 
 /**
- * Every path a vmhost of a data dir may open, each where it is on the host: the store's directories it writes
- * (snapshots, the disk layers, the vsock sockets in run/), the base images it reads, and `files` (the Smolfile's
- * kernel and initrd, read-only). Nothing else of SMOL_HOME (engine.json, engine.sock, the episode records, consoles,
- * machines, exports) and nothing else of the host.
+ * An episode's own directory of run/: its VMs' vsock muxer sockets and network configs, and a diff's exported disks.
+ * A vmhost's root shows this one and no other: another episode's vsock socket would reach its guest's agent.
  */
-export function vmhostBinds(home: string, files: readonly string[] = []): JailBind[] {
+export function episodeRunDir(home: string, episode: string): string {
+  return path.join(home, 'run', episode);
+}
+
+/**
+ * Every path the vmhost of `episode` may open, each where it is on the host: the store's directories it writes
+ * (snapshots, the disk layers), its episode's run/ directory (episodeRunDir), the base images it reads, and `files`
+ * (the Smolfile's kernel and initrd, read-only). Nothing else of SMOL_HOME (engine.json, engine.sock, the episode
+ * records, consoles, machines, exports, other episodes' sockets) and nothing else of the host.
+ */
+export function vmhostBinds(home: string, episode: string, files: readonly string[] = []): JailBind[] {
   const store: JailBind[] = [
     { path: path.join(home, 'snapshots'), write: true },
     { path: path.join(home, DISKS_DIR), write: true },
-    { path: path.join(home, 'run'), write: true },
+    { path: episodeRunDir(home, episode), write: true },
     { path: path.join(home, 'images') },
     ...files.filter((file) => path.isAbsolute(file)).map((file) => ({ path: file })),
   ];
@@ -128,16 +136,19 @@ function realOrNull(file: string): string | null {
 }
 
 /**
- * The jail plan of an episode's vmhost: the store's directories (made now if missing: a path not there when the
- * vmhost starts is not in its root) and the Smolfile's kernel and initrd, or the guest kernel an image boots; and
- * an empty network namespace when the Smolfile gives its VMs no network.
+ * The jail plan of an episode's vmhost: the store's directories and the episode's run/ directory (made now if
+ * missing: a path not there when the vmhost starts is not in its root) and the Smolfile's kernel and initrd, or the
+ * guest kernel an image boots; and an empty network namespace when the Smolfile gives its VMs no network.
  */
 export function vmhostJailPlan(
   home: string,
+  episode: string,
   smolfile: { path: string; text: string },
   env: NodeJS.ProcessEnv = process.env,
 ): VmHostJailPlan {
-  for (const dir of ['snapshots', DISKS_DIR, 'run', 'images']) mkdirSync(path.join(home, dir), { recursive: true });
+  for (const dir of ['snapshots', DISKS_DIR, 'images']) mkdirSync(path.join(home, dir), { recursive: true });
+  const runDir = episodeRunDir(home, episode);
+  mkdirSync(runDir, { recursive: true, mode: 0o700 });
   const parsed = parseSmolfile(smolfile.text, { path: smolfile.path }).smolfile;
   const files: string[] = [];
   if (parsed?.kernel) files.push(parsed.kernel);
@@ -149,5 +160,5 @@ export function vmhostJailPlan(
   // VMs without a network device open no host socket but the Unix ones (the IPC channel, vsock's sockets in run/),
   // which a network namespace does not separate: such a vmhost gets an empty one. libslirp needs the host's.
   const network = !parsed || parsed.network.enabled || parsed.network.ports.length > 0;
-  return { binds: vmhostBinds(home, files), emptyNetwork: !network };
+  return { binds: vmhostBinds(home, episode, files), emptyNetwork: !network, runDir };
 }

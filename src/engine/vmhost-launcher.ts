@@ -43,6 +43,8 @@ export interface VmHostJailPlan {
   binds: JailBind[];
   /** Its VMs have no network: it runs in an empty network namespace (only a `lo` that is down). */
   emptyNetwork?: boolean;
+  /** Its episode's run/ directory (episodeRunDir), told to the vmhost as SMOL_VMHOST_RUN. */
+  runDir?: string;
 }
 
 /** Starts the vmhost for `label` (an episode id); `jail` is what its root may show. */
@@ -61,6 +63,7 @@ export const REPORT_FD = 4;
  */
 export const forkVmHost: VmHostLauncher = (label, jail) => {
   const env: NodeJS.ProcessEnv = { ...process.env, SMOL_VMHOST: label, SMOL_VMHOST_REPORT_FD: String(REPORT_FD) };
+  if (jail?.runDir) env.SMOL_VMHOST_RUN = jail.runDir;
   const support = jailSupport();
   const options = {
     serialization: 'advanced' as const,

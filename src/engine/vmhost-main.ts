@@ -62,13 +62,16 @@ const jail = lockdown();
 
 // Test hooks, only with SMOL_TEST_HOOKS=1 (production never sets it): SIGURG makes this process call a system call no
 // allow-list has, as a device model a guest subverted might; SIGPWR makes it call ioctl with a request none has.
-// SIGWINCH makes it try to open, for reading, each path the file SMOL_TEST_OPEN lists (a JSON array), and say on
+// SIGWINCH makes it try to open, for reading, each path the file SMOL_TEST_OPEN lists (a JSON array; a relative name
+// is in its episode's run/ directory), and say on
 // stderr (the engine's log) what came of each: `vmhost test-open PATH: ok` or the error's code.
 if (process.env.SMOL_TEST_HOOKS === '1') {
   process.on('SIGURG', () => loadNative().jailTestForbidden());
   process.on('SIGPWR', () => loadNative().jailTestForbidden('ioctl'));
   process.on('SIGWINCH', () => {
-    const list = process.env.SMOL_TEST_OPEN;
+    // A relative name is in this vmhost's own run/ directory (the one of run/ its root shows).
+    const named = process.env.SMOL_TEST_OPEN;
+    const list = named && process.env.SMOL_VMHOST_RUN ? path.resolve(process.env.SMOL_VMHOST_RUN, named) : named;
     for (const file of list ? (JSON.parse(readFileSync(list, 'utf8')) as string[]) : []) {
       let result = 'ok';
       try {

@@ -128,7 +128,7 @@ describe('the vmhost jail', () => {
     const elsewhere = await otherSmol.up(other.smolfile('count', COUNT), { name: 'elsewhere' });
     const theirs = await otherSmol.checkpoint(elsewhere.vm.id, { name: 'theirs' });
     const home = newHome();
-    const outside = {
+    const outside: Record<string, string> = {
       engineInfo: path.join(home.dir, 'engine.json'),
       engineLog: path.join(home.dir, 'engine.log'),
       engineSocket: path.join(home.dir, 'engine.sock'),
@@ -137,12 +137,20 @@ describe('the vmhost jail', () => {
       shadow: '/etc/shadow',
       checkout: path.join(root, 'package.json'),
     };
-    // The list the vmhost reads at SIGWINCH, in its data dir's run/ (which its root shows).
-    const list = path.join(home.dir, 'run', 'test-open.json');
-    process.env.SMOL_TEST_OPEN = list;
+    // The list the vmhost reads at SIGWINCH: a relative name is in its episode's run/ directory (which its root shows).
+    process.env.SMOL_TEST_OPEN = 'test-open.json';
     const smol = await home.client();
+    // Another episode of the same data dir: its run/ directory holds its VM's network config (and, for a guest with
+    // the agent, the vsock muxer's socket: the way to that guest's agent).
+    const neighbour = await smol.up(
+      home.smolfile('net', ['kernel = "@guests@/net.elf"', 'memory = 16', 'net = true', ''].join('\n')),
+      { name: 'neighbour' },
+    );
     const up = await smol.up(home.smolfile('count', COUNT), { name: 'jailed' });
     await smol.waitForOutput(up.vm.id, /count=2/, 60_000);
+    const neighbourRun = path.join(home.dir, 'run', neighbour.episode.id);
+    const neighbourFiles = readdirSync(neighbourRun).map((name) => path.join(neighbourRun, name));
+    const list = path.join(home.dir, 'run', up.episode.id, 'test-open.json');
     const snapshot = await smol.checkpoint(up.vm.id, { name: 'mine' });
     const pid = home.vmhosts().get(up.episode.id)!;
     // Its own PID namespace, where it is the first process; the engine's is the host's.
@@ -152,8 +160,17 @@ describe('the vmhost jail', () => {
     const mounts = readFileSync(`/proc/${pid}/mountinfo`, 'utf8').trim().split('\n');
     const points = mounts.map((line) => line.split(' ')[4]!);
     expect(mounts.find((line) => line.split(' ')[4] === '/')).toMatch(/ ro,.* - tmpfs smol-jail /);
-    expect(points).toEqual(expect.arrayContaining(['/dev/kvm', '/proc', path.join(home.dir, 'snapshots')]));
+    const ownRun = path.join(home.dir, 'run', up.episode.id);
+    expect(points).toEqual(expect.arrayContaining(['/dev/kvm', '/proc', path.join(home.dir, 'snapshots'), ownRun]));
     expect(points).not.toContain(home.dir);
+    expect(points).not.toContain(path.join(home.dir, 'run'));
+    // Its neighbour's directory and what is in it: not in its root.
+    expect(
+      neighbourFiles.some((file) => file.endsWith('.net')),
+      'the neighbour has a network config',
+    ).toBe(true);
+    outside.neighbourRun = neighbourRun;
+    neighbourFiles.forEach((file, i) => (outside[`neighbourFile${i}`] = file));
     // Each file outside: refused; its own snapshot (the test's path, MINE, is the real one) and /dev/kvm: open.
     const ownState = path.join(home.dir, 'snapshots', snapshot.id, 'state');
     expect(statSync(ownState).size, 'its snapshot is there on the host').toBeGreaterThan(0);
