@@ -69,6 +69,14 @@ export interface EventHandlers {
   onClose?(why: string): void;
 }
 
+/**
+ * Requests asked again once when a kept connection turns out closed before they were answered: those that mean the
+ * same twice (HTTP's idempotent methods; both of the API's PATCHes set the fields given). Never a POST.
+ */
+const RETRY_METHODS = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH']);
+/** What a request on a connection the engine had already closed fails with: reset or hung up, or a broken pipe. */
+const STALE_CODES = new Set(['ECONNRESET', 'EPIPE']);
+
 /** Exec stdin the client lets the socket hold before it waits for it to be written out. */
 const STDIN_AHEAD = 1 << 20;
 
@@ -92,7 +100,7 @@ function refusal(status: number, text: string): ApiClientError {
 export type IfChanged<T> = { changed: false; etag: string } | { changed: true; etag: string | null; value: T };
 
 export class ApiClient {
-  /** Keeps connections open between requests; an idle one is dropped before the server's 5 s keep-alive would. */
+  /** Keeps connections open between requests; an idle one is dropped after 4 s, before the engine's keep-alive (5 s). */
   readonly #agent: http.Agent;
   /** For streamed bodies and WebSockets: a connection of their own each. */
   readonly #oneShot: http.Agent | false;
@@ -150,6 +158,21 @@ export class ApiClient {
       headers['content-type'] = 'application/json';
       headers['content-length'] = Buffer.byteLength(payload);
     }
+    const once = () => this.#once<T>(method, path, headers, payload);
+    return once().catch((error: Error & { code?: string; reusedSocket?: boolean }) => {
+      // A kept connection the engine closed just before our request reached it: the request never got there, so
+      // asking again on a fresh connection is safe for a request that means the same twice (RETRY_METHODS).
+      if (error.reusedSocket && STALE_CODES.has(error.code ?? '') && RETRY_METHODS.has(method)) return once();
+      throw error;
+    });
+  }
+
+  #once<T>(
+    method: string,
+    path: string,
+    headers: http.OutgoingHttpHeaders,
+    payload: string | undefined,
+  ): Promise<{ status: number; headers: http.IncomingHttpHeaders; value: T | undefined }> {
     return new Promise((resolve, reject) => {
       const answered = (res: http.IncomingMessage) => {
         const chunks: Buffer[] = [];
@@ -168,16 +191,25 @@ export class ApiClient {
           }
         });
       };
-      const req =
-        'socketPath' in this.target
-          ? http.request({ socketPath: this.target.socketPath, path, method, headers, agent: this.#agent }, answered)
-          : http.request(
-              new URL(path, this.target.url),
-              { method, headers: { ...headers, authorization: `Bearer ${this.target.token}` }, agent: this.#agent },
-              answered,
-            );
-      req.on('error', reject);
-      req.end(payload);
+      // Started from the check phase, not at once: after this process was busy for seconds (200 clients parsing
+      // lists), the pooled connection's idle timer and the engine's close of it (its keep-alive, 5 s + 1 s) are both
+      // overdue but not yet handled, and a request started in that same turn takes the dead connection (EPIPE or
+      // "socket hang up": smol bench clients, docs/survival.md). One turn later both have been handled.
+      setImmediate(() => {
+        const req =
+          'socketPath' in this.target
+            ? http.request({ socketPath: this.target.socketPath, path, method, headers, agent: this.#agent }, answered)
+            : http.request(
+                new URL(path, this.target.url),
+                { method, headers: { ...headers, authorization: `Bearer ${this.target.token}` }, agent: this.#agent },
+                answered,
+              );
+        req.on('error', (error: Error & { reusedSocket?: boolean }) => {
+          if (req.reusedSocket) error.reusedSocket = true;
+          reject(error);
+        });
+        req.end(payload);
+      });
     });
   }
 
