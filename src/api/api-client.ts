@@ -96,8 +96,12 @@ function refusal(status: number, text: string): ApiClientError {
   return new ApiClientError(status, text.trim() || `${status} ${http.STATUS_CODES[status] ?? ''}`.trim());
 }
 
-/** What a conditional GET got: nothing new (a 304), or the new value with its ETag. */
-export type IfChanged<T> = { changed: false; etag: string } | { changed: true; etag: string | null; value: T };
+/** What a conditional GET got: nothing new (a 304), or the new value with its ETag and the text it was parsed from. */
+export type IfChanged<T> =
+  { changed: false; etag: string } | { changed: true; etag: string | null; value: T; text: string };
+
+/** An answer as the engine gave it: its status, headers, parsed body and the body's text. */
+type Exchanged<T> = { status: number; headers: http.IncomingHttpHeaders; value: T | undefined; text: string };
 
 export class ApiClient {
   /** Keeps connections open between requests; an idle one is dropped after 4 s, before the engine's keep-alive (5 s). */
@@ -143,15 +147,10 @@ export class ApiClient {
     const answer = await this.#exchange<T>('GET', path, undefined, etag === null ? {} : { 'if-none-match': etag });
     const tag = typeof answer.headers.etag === 'string' ? answer.headers.etag : null;
     if (answer.status === 304) return { changed: false, etag: tag ?? etag! };
-    return { changed: true, etag: tag, value: answer.value as T };
+    return { changed: true, etag: tag, value: answer.value as T, text: answer.text };
   }
 
-  #exchange<T>(
-    method: string,
-    path: string,
-    body: unknown,
-    extra: http.OutgoingHttpHeaders,
-  ): Promise<{ status: number; headers: http.IncomingHttpHeaders; value: T | undefined }> {
+  #exchange<T>(method: string, path: string, body: unknown, extra: http.OutgoingHttpHeaders): Promise<Exchanged<T>> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const headers: http.OutgoingHttpHeaders = { accept: 'application/json', ...extra };
     if (payload !== undefined) {
@@ -172,7 +171,7 @@ export class ApiClient {
     path: string,
     headers: http.OutgoingHttpHeaders,
     payload: string | undefined,
-  ): Promise<{ status: number; headers: http.IncomingHttpHeaders; value: T | undefined }> {
+  ): Promise<Exchanged<T>> {
     return new Promise((resolve, reject) => {
       const answered = (res: http.IncomingMessage) => {
         const chunks: Buffer[] = [];
@@ -185,7 +184,7 @@ export class ApiClient {
           const json = /[/+]json\b/.test(res.headers['content-type'] ?? '');
           try {
             const value = (text === '' ? undefined : json ? JSON.parse(text) : text) as T | undefined;
-            resolve({ status, headers: res.headers, value });
+            resolve({ status, headers: res.headers, value, text });
           } catch (error) {
             reject(new ApiClientError(status, `the engine answered malformed JSON: ${(error as Error).message}`));
           }
