@@ -69,6 +69,14 @@ export interface EventHandlers {
   onClose?(why: string): void;
 }
 
+/**
+ * Requests asked again once when a kept connection turns out closed before they were answered: those that mean the
+ * same twice (HTTP's idempotent methods; both of the API's PATCHes set the fields given). Never a POST.
+ */
+const RETRY_METHODS = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH']);
+/** What a request on a connection the engine had already closed fails with: reset or hung up, or a broken pipe. */
+const STALE_CODES = new Set(['ECONNRESET', 'EPIPE']);
+
 /** Exec stdin the client lets the socket hold before it waits for it to be written out. */
 const STDIN_AHEAD = 1 << 20;
 
@@ -88,11 +96,15 @@ function refusal(status: number, text: string): ApiClientError {
   return new ApiClientError(status, text.trim() || `${status} ${http.STATUS_CODES[status] ?? ''}`.trim());
 }
 
-/** What a conditional GET got: nothing new (a 304), or the new value with its ETag. */
-export type IfChanged<T> = { changed: false; etag: string } | { changed: true; etag: string | null; value: T };
+/** What a conditional GET got: nothing new (a 304), or the new value with its ETag and the text it was parsed from. */
+export type IfChanged<T> =
+  { changed: false; etag: string } | { changed: true; etag: string | null; value: T; text: string };
+
+/** An answer as the engine gave it: its status, headers, parsed body and the body's text. */
+type Exchanged<T> = { status: number; headers: http.IncomingHttpHeaders; value: T | undefined; text: string };
 
 export class ApiClient {
-  /** Keeps connections open between requests; an idle one is dropped before the server's 5 s keep-alive would. */
+  /** Keeps connections open between requests; an idle one is dropped after 4 s, before the engine's keep-alive (5 s). */
   readonly #agent: http.Agent;
   /** For streamed bodies and WebSockets: a connection of their own each. */
   readonly #oneShot: http.Agent | false;
@@ -135,21 +147,31 @@ export class ApiClient {
     const answer = await this.#exchange<T>('GET', path, undefined, etag === null ? {} : { 'if-none-match': etag });
     const tag = typeof answer.headers.etag === 'string' ? answer.headers.etag : null;
     if (answer.status === 304) return { changed: false, etag: tag ?? etag! };
-    return { changed: true, etag: tag, value: answer.value as T };
+    return { changed: true, etag: tag, value: answer.value as T, text: answer.text };
   }
 
-  #exchange<T>(
-    method: string,
-    path: string,
-    body: unknown,
-    extra: http.OutgoingHttpHeaders,
-  ): Promise<{ status: number; headers: http.IncomingHttpHeaders; value: T | undefined }> {
+  #exchange<T>(method: string, path: string, body: unknown, extra: http.OutgoingHttpHeaders): Promise<Exchanged<T>> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const headers: http.OutgoingHttpHeaders = { accept: 'application/json', ...extra };
     if (payload !== undefined) {
       headers['content-type'] = 'application/json';
       headers['content-length'] = Buffer.byteLength(payload);
     }
+    const once = () => this.#once<T>(method, path, headers, payload);
+    return once().catch((error: Error & { code?: string; reusedSocket?: boolean }) => {
+      // A kept connection the engine closed just before our request reached it: the request never got there, so
+      // asking again on a fresh connection is safe for a request that means the same twice (RETRY_METHODS).
+      if (error.reusedSocket && STALE_CODES.has(error.code ?? '') && RETRY_METHODS.has(method)) return once();
+      throw error;
+    });
+  }
+
+  #once<T>(
+    method: string,
+    path: string,
+    headers: http.OutgoingHttpHeaders,
+    payload: string | undefined,
+  ): Promise<Exchanged<T>> {
     return new Promise((resolve, reject) => {
       const answered = (res: http.IncomingMessage) => {
         const chunks: Buffer[] = [];
@@ -162,22 +184,31 @@ export class ApiClient {
           const json = /[/+]json\b/.test(res.headers['content-type'] ?? '');
           try {
             const value = (text === '' ? undefined : json ? JSON.parse(text) : text) as T | undefined;
-            resolve({ status, headers: res.headers, value });
+            resolve({ status, headers: res.headers, value, text });
           } catch (error) {
             reject(new ApiClientError(status, `the engine answered malformed JSON: ${(error as Error).message}`));
           }
         });
       };
-      const req =
-        'socketPath' in this.target
-          ? http.request({ socketPath: this.target.socketPath, path, method, headers, agent: this.#agent }, answered)
-          : http.request(
-              new URL(path, this.target.url),
-              { method, headers: { ...headers, authorization: `Bearer ${this.target.token}` }, agent: this.#agent },
-              answered,
-            );
-      req.on('error', reject);
-      req.end(payload);
+      // Started from the check phase, not at once: after this process was busy for seconds (200 clients parsing
+      // lists), the pooled connection's idle timer and the engine's close of it (its keep-alive, 5 s + 1 s) are both
+      // overdue but not yet handled, and a request started in that same turn takes the dead connection (EPIPE or
+      // "socket hang up": smol bench clients, docs/survival.md). One turn later both have been handled.
+      setImmediate(() => {
+        const req =
+          'socketPath' in this.target
+            ? http.request({ socketPath: this.target.socketPath, path, method, headers, agent: this.#agent }, answered)
+            : http.request(
+                new URL(path, this.target.url),
+                { method, headers: { ...headers, authorization: `Bearer ${this.target.token}` }, agent: this.#agent },
+                answered,
+              );
+        req.on('error', (error: Error & { reusedSocket?: boolean }) => {
+          if (req.reusedSocket) error.reusedSocket = true;
+          reject(error);
+        });
+        req.end(payload);
+      });
     });
   }
 

@@ -20,10 +20,21 @@ export const CONNECT_TIMEOUT_MS = 3000;
 /** A forwarded WebSocket stops reading one side while the other has this much unsent, until under the low mark. */
 const RELAY_HIGH = 4 << 20;
 const RELAY_LOW = 1 << 20;
-/** The answer's headers that come back to the page; everything else stays with the remote engine. */
-const RESPONSE_HEADERS = ['content-type', 'content-length', 'x-file-mode', 'allow', 'retry-after'];
+/**
+ * The answer's headers that come back to the page; everything else stays with the remote engine. ETag and
+ * Cache-Control with If-None-Match below: a poller's conditional list is a 304 through this engine too.
+ */
+const RESPONSE_HEADERS = [
+  'content-type',
+  'content-length',
+  'x-file-mode',
+  'allow',
+  'retry-after',
+  'etag',
+  'cache-control',
+];
 /** The request's headers that go on to the remote engine (its token is added; the page's are never sent on). */
-const REQUEST_HEADERS = ['content-type', 'content-length', 'accept', 'transfer-encoding'];
+const REQUEST_HEADERS = ['content-type', 'content-length', 'accept', 'transfer-encoding', 'if-none-match'];
 
 /** A failure of a forwarded request: its status, message and reason (the `{ error }` body's `reason`). */
 export class ForwardFailure extends Error {

@@ -3,11 +3,13 @@ becomes a typed result. Both clients run these through their transport; neither 
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
 
+from ._errors import api_error
 from ._protocol import API_PREFIX, HttpRequest, HttpResponse, quote
 from ._types import (
     AddedEngine,
@@ -107,8 +109,36 @@ def new_request_id() -> str:
     return f"py-{uuid.uuid4().hex}"
 
 
-def episodes() -> Call[List[Episode]]:
-    return _call("GET", "/episodes", lambda j: [Episode.from_json(e) for e in j["episodes"]])
+class EpisodeList:
+    """The last episode list a client got, with its ETag, so that the next ``episodes()`` asks with If-None-Match:
+    while nothing the list shows has changed the engine answers 304 with no body (docs/engine.md, "Listing
+    episodes") and the kept list is parsed again, so every call returns objects of its own that no caller can
+    change the next answer through. One per client (and per ``through`` client: each engine has its own tags)."""
+
+    def __init__(self) -> None:
+        #: (ETag, body): replaced whole, so a thread reads either the old pair or the new one, never half of each.
+        self._kept: Optional[Tuple[str, bytes]] = None
+
+    def call(self) -> Call[List[Episode]]:
+        # The pair this request's tag names, taken now: another call may replace it before this one is answered.
+        kept = self._kept
+        headers = (("If-None-Match", kept[0]),) if kept is not None else ()
+
+        def parse(response: HttpResponse) -> List[Episode]:
+            if response.status == 304 and kept is not None:
+                body = kept[1]
+            else:
+                response.raise_for_status()
+                body = response.body
+                etag = response.headers.get("etag")
+                self._kept = (etag, body) if etag else None
+            try:
+                listed = json.loads(body.decode("utf-8"))
+            except ValueError as error:
+                raise api_error(response.status, f"the engine answered malformed JSON: {error}") from None
+            return [Episode.from_json(e) for e in listed["episodes"]]
+
+        return Call(HttpRequest("GET", API_PREFIX + "/episodes", headers=headers), parse)
 
 
 def episode(ref: Ref) -> Call[Episode]:

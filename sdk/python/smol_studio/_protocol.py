@@ -104,6 +104,8 @@ class HttpRequest:
     #: A streamed raw body (chunked), for file uploads of any size.
     stream: Optional[Iterable[bytes]] = None
     content_type: Optional[str] = None
+    #: Headers of its own (``If-None-Match``), after the ones every request has.
+    headers: Tuple[Tuple[str, str], ...] = ()
 
     def body_bytes(self) -> Optional[bytes]:
         if self.raw is not None:
@@ -185,6 +187,7 @@ class HttpConnection:
             headers.append(("Content-Length", str(len(body))))
         else:
             headers.append(("Content-Length", "0"))
+        headers += request.headers
         target = self.target.route(request.path)
         out = self._h11.send(h11.Request(method=request.method, target=target, headers=headers)) or b""
         if request.stream is None:

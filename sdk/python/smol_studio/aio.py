@@ -525,6 +525,7 @@ class AsyncSmol:
     def __init__(self, transport: AsyncTransport, home: Optional[str] = None) -> None:
         self.transport = transport
         self.home = home
+        self._episodes = calls.EpisodeList()
 
     async def aclose(self) -> None:
         await self.transport.aclose()
@@ -656,7 +657,8 @@ class AsyncSmol:
             return await events.follow(rid, on_progress, self._call(call))
 
     async def episodes(self) -> List[Episode]:
-        return await self._call(calls.episodes())
+        """As ``Smol.episodes``: asked with the last list's ETag, a 304 while nothing changed; each list its own."""
+        return await self._call(self._episodes.call())
 
     async def episode(self, ref: Ref) -> Episode:
         return await self._call(calls.episode(ref))

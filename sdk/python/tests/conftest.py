@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from typing import Callable, Dict, Iterator, List, Optional, TypeVar
+from typing import Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 import pytest
 
@@ -94,6 +97,75 @@ class EngineHome:
                 os.unlink(path)
             except OSError:
                 pass
+
+
+class CountingProxy:
+    """A Unix socket that relays every connection to ``upstream`` (an engine's socket) byte for byte, keeping what the
+    engine answered on each: real HTTP between a client and the engine, counted (the status of each answer, and its
+    bytes), for tests that must see what went over the wire rather than what a client says it did."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self._dir = tempfile.mkdtemp(prefix="smol-proxy-")
+        self.path = os.path.join(self._dir, "s")
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(self.path)
+        self._server.listen(16)
+        self._answers: List[bytearray] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            engine.connect(self.upstream)
+            answered = bytearray()
+            with self._lock:
+                self._answers.append(answered)
+            threading.Thread(target=self._pump, args=(client, engine, None), daemon=True).start()
+            threading.Thread(target=self._pump, args=(engine, client, answered), daemon=True).start()
+
+    def _pump(self, source: socket.socket, to: socket.socket, kept: Optional[bytearray]) -> None:
+        try:
+            while True:
+                data = source.recv(1 << 16)
+                if not data:
+                    break
+                if kept is not None:
+                    with self._lock:
+                        kept += data
+                to.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, to):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def answers(self) -> List[Tuple[int, int]]:
+        """(status, bytes) of every answer so far, in order per connection (the bytes up to the next answer's status
+        line; an answer's body never holds one: the engine's are JSON)."""
+        out: List[Tuple[int, int]] = []
+        with self._lock:
+            streams = [bytes(a) for a in self._answers]
+        for stream in streams:
+            starts = [m for m in re.finditer(rb"HTTP/1\.1 (\d{3}) ", stream)]
+            for i, m in enumerate(starts):
+                end = starts[i + 1].start() if i + 1 < len(starts) else len(stream)
+                out.append((int(m.group(1)), end - m.start()))
+        return out
+
+    def statuses(self) -> List[int]:
+        return [status for status, _ in self.answers()]
+
+    def close(self) -> None:
+        self._server.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

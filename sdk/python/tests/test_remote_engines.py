@@ -8,6 +8,7 @@ it and is refused writes; B's token revoked and B's listener closed are ``BadGat
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import urllib.parse
 from typing import Iterator, List, Tuple
@@ -15,8 +16,10 @@ from typing import Iterator, List, Tuple
 import pytest
 
 import smol_studio
+from smol_studio._protocol import Target
+from smol_studio.client import SyncTransport
 
-from conftest import EngineHome
+from conftest import CountingProxy, EngineHome
 
 
 def _base(url: str) -> str:
@@ -101,6 +104,22 @@ def test_a_remote_engine_is_added_reached_through_the_local_one_and_removed(
                 )
             assert isinstance(seen, smol_studio.SnapshotEvent) and seen.snapshot is not None
             assert seen.snapshot.name == "via-a" and smol.snapshot(made.id).name == "via-a"
+
+            # A poller's conditional list through A (its relay passes If-None-Match, the ETag and the 304 on): a 304
+            # on the wire between the client and A while nothing changed on B, B's label in the very next list.
+            assert a.home is not None
+            proxy = CountingProxy(os.path.join(a.home, "engine.sock"))
+            polling = smol_studio.Smol(SyncTransport(dataclasses.replace(Target.unix(proxy.path), through="b")))
+            try:
+                first = polling.episodes()
+                assert ep.episode.id in [e.id for e in first]
+                assert polling.episodes() == first and proxy.statuses() == [200, 304]
+                b.label_vm(ep.vm, {"polled": 1})
+                labelled = next(e for e in polling.episodes() if e.id == ep.episode.id)
+                assert labelled.vms[0].labels == {"polled": 1} and proxy.statuses() == [200, 304, 200]
+            finally:
+                polling.close()
+                proxy.close()
 
             # A read-only token of A: lists and reads through A, but adds nothing and writes nothing there.
             a_listener = a.listen()
