@@ -183,7 +183,8 @@ export class AgentConnection {
           try {
             hello = parseHello(new Fields(first.payload));
           } catch (error) {
-            return fail(error instanceof AgentError ? error : new AgentError((error as Error).message, 'EPROTO'));
+            const code = error instanceof AgentError ? error.code : 'EPROTO';
+            return fail(new AgentError(`the agent's HELLO: ${(error as Error).message}`, code));
           }
           clearTimeout(timer);
           socket.off('data', onData);
