@@ -107,7 +107,12 @@ function judge(request: FuzzRequest, answer: Answer): string | null {
   return null;
 }
 
+/** The image cache is shared by every data dir (~/.cache/smol-studio/guest/images): the fuzzer's is its own. */
+const cacheBefore = process.env.SMOL_CACHE;
+
 beforeAll(async () => {
+  // Before anything reads it: a mutant that prunes or removes images must not reach another engine's cache.
+  process.env.SMOL_CACHE = path.join(scratch, 'cache');
   process.on('uncaughtException', onUncaught);
   process.on('unhandledRejection', onUnhandled);
   const log = () => {};
@@ -126,6 +131,8 @@ afterAll(async () => {
   agent.destroy();
   await server?.close();
   await engine?.suspendAll();
+  if (cacheBefore === undefined) delete process.env.SMOL_CACHE;
+  else process.env.SMOL_CACHE = cacheBefore;
   rmSync(scratch, { recursive: true, force: true });
 }, 60_000);
 
