@@ -1,14 +1,16 @@
 #!/usr/bin/env node
-// `npm run fuzz [-- --seconds N | --executions N] [--target snapshot|virtq|vsock|net-policy|machine|smolfile]`: builds
-// the fuzzers (`make -C native fuzz`: clang, libFuzzer, ASan and UBSan), writes their seed corpora and runs each for N
-// seconds (default 60), or for N executions each (`--executions 1000000`: the long run, docs/fuzzing.md), over its
-// corpus in native/out/fuzz, which grows from run to run: the snapshot loader (docs/snapshots.md, "Fuzzing"),
-// virtqueue handling (docs/vmm.md, "Virtio"), virtio-vsock (docs/vmm.md, "vsock") and the
-// network policy (docs/network.md, "Fuzzing"). A crash, leak, UB report or hang fails the run and names the input libFuzzer
-// kept, which reproduces it: `native/out/fuzz/fuzz_<target> <input>`. The .smolmachine reader is TypeScript, so its
-// target (`machine`, docs/smolmachine.md, "Fuzzing") is a mutation fuzzer run through vitest for N seconds from a fresh
-// seed, as is the Smolfile parser's (`smolfile`, docs/fuzzing.md); a mutant that breaks its property is
-// kept in native/out/fuzz/crashes/ and named.
+// `npm run fuzz [-- --seconds N | --executions N] [--target NAME | --except NAME]`: builds the fuzzers
+// (`make -C native fuzz`: clang, libFuzzer, ASan and UBSan), writes their seed corpora and runs each for N seconds
+// (default 60), or for N executions each (`--executions 1000000`: the long run, docs/fuzzing.md), over its corpus in
+// native/out/fuzz, which grows from run to run: the snapshot loader (`snapshot`, docs/snapshots.md, "Fuzzing"),
+// virtqueue handling (`virtq`, docs/vmm.md, "Virtio"), virtio-vsock (`vsock`, docs/vmm.md, "vsock"), the network
+// policy (`net-policy`, docs/network.md, "Fuzzing") and the guest agent's decoder of host requests (`agent-proto`,
+// docs/agent.md). A crash, leak, UB report or hang fails the run and names the input libFuzzer kept, which
+// reproduces it: `native/out/fuzz/fuzz_<target> <input>`. The .smolmachine reader is TypeScript, so its target
+// (`machine`, docs/smolmachine.md, "Fuzzing") is a mutation fuzzer run through vitest for N seconds from a fresh
+// seed, as are the Smolfile parser's (`smolfile`), the host side of the agent protocol's (`agent`: what a guest's
+// agent sends) and the API request parser's (`api`: an in-process engine), docs/fuzzing.md; a mutant that breaks its
+// property is kept in native/out/fuzz/crashes/ and named.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -36,8 +38,17 @@ const targets = [
     seedsBin: 'net_policy_seeds',
     corpus: 'corpus-net-policy',
   },
+  {
+    name: 'agent-proto',
+    what: "the guest agent's decoder of host requests",
+    fuzzer: 'fuzz_agent_proto',
+    seedsBin: 'agent_proto_seeds',
+    corpus: 'corpus-agent-proto',
+  },
   { name: 'machine', what: 'the .smolmachine reader', test: 'src/engine/smolmachine-fuzz.test.ts' },
   { name: 'smolfile', what: 'the Smolfile parser', test: 'src/smolfile/smolfile-fuzz.test.ts' },
+  { name: 'agent', what: 'the host side of the agent protocol', test: 'src/agent-client/agent-fuzz.test.ts' },
+  { name: 'api', what: "the API's request parser", test: 'src/engine/api-fuzz.test.ts' },
 ];
 
 function say(message) {

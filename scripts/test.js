@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm test`: every test tier, in order: the C tests, 30-second runs of the fuzzers (the snapshot loader, virtqueue
-// handling and the vsock device), the unit tests, the VMM tests with real VMs (on this machine's /dev/kvm when it is usable,
+// handling, the vsock device, the network policy, the .smolmachine reader, the host side of the agent protocol and
+// the API request parser), the unit tests, the VMM tests with real VMs (on this machine's /dev/kvm when it is usable,
 // PVM included, else inside the KVM lab), the UI end-to-end tests (Chromium against a real engine with tiny guests:
 // on this machine's /dev/kvm when it is usable, PVM included, else with the engine in the KVM lab), then the Linux
 // guest tests (after building the guest and the Debian image of smolfiles/debian.smolfile, or finding them in the
@@ -106,7 +107,9 @@ async function cPart() {
 
 /** Bounded runs of the fuzzers (scripts/fuzz.js), 30 s each; counts as one test. */
 async function fuzzPart() {
-  const name = 'fuzzing: snapshot loader, virtqueues, vsock (npm run fuzz -- --seconds 30)';
+  const name =
+    'fuzzing: snapshot loader, virtqueues, vsock, network policy, .smolmachine reader, agent protocol, API requests ' +
+    '(npm run fuzz -- --seconds 30 --except smolfile)';
   // Not the Smolfile parser's: its unit test runs 3,000 mutants of it already.
   const fuzz = [path.join(root, 'scripts', 'fuzz.js'), '--seconds', '30', '--except', 'smolfile'];
   const result = await run([process.execPath, ...fuzz]);

@@ -18,6 +18,7 @@ import {
   INIT_STATES,
   type FieldValue,
   type InitState,
+  u64,
 } from './agent-protocol.js';
 
 export type { AgentEndpoint, AgentHello } from './agent-connection.js';
@@ -143,21 +144,7 @@ export class AgentClient {
     const request: [number, FieldValue][] = commands.map((command) => [Field.COMMAND, command]);
     if (options.timeoutMs !== undefined) request.push([Field.TIMEOUT_MS, Math.max(1, Math.ceil(options.timeoutMs))]);
     const fields = await this.#request(FrameType.INIT, request, 'init');
-    const report: InitReport = {
-      state: INIT_STATES[fields.num(Field.INIT_STATE) ?? 0] ?? 'not-run',
-      alreadyRan: fields.num(Field.ALREADY_RAN) === 1,
-      commands: [],
-    };
-    for (const { tag, value } of fields.list) {
-      const last = report.commands.at(-1);
-      if (tag === Field.COMMAND)
-        report.commands.push({ command: value.toString(), exitCode: null, signal: null, timedOut: false, output: '' });
-      else if (last && tag === Field.EXIT_CODE) last.exitCode = Number(value.readBigUInt64LE(0));
-      else if (last && tag === Field.SIGNAL) last.signal = Number(value.readBigUInt64LE(0));
-      else if (last && tag === Field.TIMED_OUT) last.timedOut = value.readBigUInt64LE(0) === 1n;
-      else if (last && tag === Field.OUTPUT) last.output = value.toString();
-    }
-    return report;
+    return decoded('init', () => initReportOf(fields));
   }
 
   /** Gives a forked or restored guest a new identity: hostname, machine-id, fresh entropy. */
@@ -169,11 +156,11 @@ export class AgentClient {
     if (options.hostname !== undefined) fields.push([Field.HOSTNAME, options.hostname]);
     if (options.generation !== undefined) fields.push([Field.GENERATION, options.generation]);
     const reply = await this.#request(FrameType.REMINT, fields, 'remint');
-    return {
+    return decoded('remint', () => ({
       generation: reply.num(Field.GENERATION) ?? 0,
       applied: reply.strs(Field.APPLIED),
       skipped: reply.strs(Field.SKIPPED),
-    };
+    }));
   }
 
   /** Asks the guest to sync and power off (or reboot); resolves when the agent has accepted. */
@@ -206,18 +193,46 @@ export class AgentClient {
     return new Promise<Fields>((resolve, reject) => {
       stream.onFrame = (frame) => {
         connection.end(stream);
-        let reply: Fields;
+        // AgentError.fromFrame reads ERRNO as a u64: a bad one must reject, not throw out of the socket's handler.
         try {
-          reply = new Fields(frame.payload);
+          const reply = new Fields(frame.payload);
+          if (frame.type === FrameType.OK) resolve(reply);
+          else if (frame.type === FrameType.ERROR) reject(AgentError.fromFrame(reply, what));
+          else reject(new AgentError(`${what}: unexpected frame type ${frame.type}`, 'EPROTO'));
         } catch (error) {
-          return reject(new AgentError(`${what}: ${(error as Error).message}`, 'EPROTO'));
+          reject(new AgentError(`${what}: ${(error as Error).message}`, 'EPROTO'));
         }
-        if (frame.type === FrameType.OK) resolve(reply);
-        else if (frame.type === FrameType.ERROR) reject(AgentError.fromFrame(reply, what));
-        else reject(new AgentError(`${what}: unexpected frame type ${frame.type}`, 'EPROTO'));
       };
       stream.onClose = reject;
       connection.send(encodeFrame(type, stream.id, encodeFields(fields))).catch(reject);
     });
   }
+}
+
+/** Reads a reply's fields; a bad one (a u64 of 3 bytes) is an AgentError that names the request. */
+function decoded<T>(what: string, read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    throw new AgentError(`${what}: ${(error as Error).message}`, 'EPROTO');
+  }
+}
+
+/** The init report in an OK's fields: per command, its COMMAND and then what became of it. */
+function initReportOf(fields: Fields): InitReport {
+  const report: InitReport = {
+    state: INIT_STATES[fields.num(Field.INIT_STATE) ?? 0] ?? 'not-run',
+    alreadyRan: fields.num(Field.ALREADY_RAN) === 1,
+    commands: [],
+  };
+  for (const { tag, value } of fields.list) {
+    const last = report.commands.at(-1);
+    if (tag === Field.COMMAND)
+      report.commands.push({ command: value.toString(), exitCode: null, signal: null, timedOut: false, output: '' });
+    else if (last && tag === Field.EXIT_CODE) last.exitCode = u64(tag, value);
+    else if (last && tag === Field.SIGNAL) last.signal = u64(tag, value);
+    else if (last && tag === Field.TIMED_OUT) last.timedOut = u64(tag, value) === 1;
+    else if (last && tag === Field.OUTPUT) last.output = value.toString();
+  }
+  return report;
 }

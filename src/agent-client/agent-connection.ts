@@ -183,7 +183,12 @@ export class AgentConnection {
           try {
             hello = parseHello(new Fields(first.payload));
           } catch (error) {
-            return fail(error instanceof AgentError ? error : new AgentError((error as Error).message, 'EPROTO'));
+            // A field's failure ("the WINDOW field (tag 6) is 4 bytes …") is said to be the HELLO's.
+            const { message } = error as Error;
+            const code = error instanceof AgentError ? error.code : 'EPROTO';
+            return fail(
+              new AgentError(message.startsWith('the agent') ? message : `the agent's HELLO: ${message}`, code),
+            );
           }
           clearTimeout(timer);
           socket.off('data', onData);

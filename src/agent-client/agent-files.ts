@@ -32,6 +32,12 @@ function fieldsOf(frame: Frame, what: string): Fields {
   }
 }
 
+/** The error with the request it belongs to in front ("read /etc/hostname: the SIZE field … is 3 bytes …"). */
+function named(error: Error, what: string): Error {
+  if (error.message.startsWith(`${what}:`)) return error;
+  return new AgentError(`${what}: ${error.message}`, (error as AgentError).code ?? 'EPROTO');
+}
+
 export function openAgentFile(connection: AgentConnection, path: string): Promise<AgentFileReader> {
   const stream = connection.stream(`read ${path}`);
   return new Promise<AgentFileReader>((resolve, reject) => {
@@ -53,6 +59,9 @@ export function openAgentFile(connection: AgentConnection, path: string): Promis
           if (frame.type !== FrameType.OK)
             throw new AgentError(`${stream.what}: unexpected frame ${frame.type}`, 'EPROTO');
           const fields = fieldsOf(frame, stream.what);
+          // Read before the stream exists: a bad SIZE or MODE must reject the open, not a stream nobody has yet.
+          const size = fields.num(Field.SIZE) ?? 0;
+          const mode = fields.num(Field.MODE) ?? 0;
           readable = new Readable({
             highWaterMark: connection.hello.window,
             read() {
@@ -69,7 +78,10 @@ export function openAgentFile(connection: AgentConnection, path: string): Promis
               callback(error);
             },
           });
-          resolve({ size: fields.num(Field.SIZE) ?? 0, mode: fields.num(Field.MODE) ?? 0, stream: readable });
+          // A bad frame right behind the OK (in the same read) destroys the stream before its consumer listens:
+          // an 'error' event nobody hears would end the engine. The consumer still gets the error on its next read.
+          readable.on('error', () => {});
+          resolve({ size, mode, stream: readable });
           return;
         }
         if (frame.type !== FrameType.FILE_DATA)
@@ -84,7 +96,7 @@ export function openAgentFile(connection: AgentConnection, path: string): Promis
           readable.push(null);
         }
       } catch (error) {
-        fail(error as Error);
+        fail(named(error as Error, stream.what));
       }
     };
     connection.send(encodeFrame(FrameType.FILE_READ, stream.id, encodeFields([[Field.PATH, path]]))).catch(fail);
@@ -137,7 +149,7 @@ export async function writeAgentFile(
         finished(fields.num(Field.SIZE) ?? 0);
       }
     } catch (error) {
-      fail(error as Error);
+      fail(named(error as Error, stream.what));
     }
   };
   const request = encodeFields([
@@ -156,9 +168,10 @@ export async function writeAgentFile(
       await connection.send(encodeFrame(FrameType.KILL, stream.id, Buffer.alloc(0))).catch(() => {});
       throw error;
     }
-    // The agent's ERROR (a full disk, say) says more than "the request has ended".
+    // The agent's ERROR (a full disk, say) says more than "the request has ended"; its final OK before the data
+    // was all sent is a broken agent's.
     throw await done.then(
-      () => error,
+      () => new AgentError(`${stream.what}: the agent ended the write before all the data was sent`, 'EPROTO'),
       (reason: unknown) => reason,
     );
   }

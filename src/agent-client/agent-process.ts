@@ -177,25 +177,29 @@ export class AgentProcess {
           connection.grant(stream, frame.payload.length);
           return;
         }
-        let fields: Fields;
+        // Every field is read before anything is ended or resolved: a bad one (a PID of 3 bytes) fails the
+        // request with what was wrong, where a throw from here would have ended the engine (it runs in the
+        // socket's 'data' handler).
         try {
-          fields = new Fields(frame.payload);
+          const fields = new Fields(frame.payload);
+          if (frame.type === FrameType.STARTED) started(fields.num(Field.PID) ?? 0);
+          else if (frame.type === FrameType.ERROR) fail(AgentError.fromFrame(fields, stream.what));
+          else if (frame.type === FrameType.EXIT) {
+            const signal = fields.num(Field.SIGNAL);
+            const exitCode = signal === undefined ? (fields.num(Field.EXIT_CODE) ?? null) : null;
+            const timedOut = fields.num(Field.TIMED_OUT) === 1;
+            this.#done = true;
+            connection.end(stream);
+            resolve({
+              exitCode,
+              signal: signal === undefined ? null : (signalNames.get(signal) ?? (`SIG${signal}` as NodeJS.Signals)),
+              timedOut,
+              stdout: Buffer.concat(stdout),
+              stderr: Buffer.concat(stderr),
+            });
+          }
         } catch (error) {
-          return fail(new AgentError(`${stream.what}: ${(error as Error).message}`, 'EPROTO'));
-        }
-        if (frame.type === FrameType.STARTED) started(fields.num(Field.PID) ?? 0);
-        else if (frame.type === FrameType.ERROR) fail(AgentError.fromFrame(fields, stream.what));
-        else if (frame.type === FrameType.EXIT) {
-          this.#done = true;
-          connection.end(stream);
-          const signal = fields.num(Field.SIGNAL);
-          resolve({
-            exitCode: signal === undefined ? (fields.num(Field.EXIT_CODE) ?? null) : null,
-            signal: signal === undefined ? null : (signalNames.get(signal) ?? (`SIG${signal}` as NodeJS.Signals)),
-            timedOut: fields.num(Field.TIMED_OUT) === 1,
-            stdout: Buffer.concat(stdout),
-            stderr: Buffer.concat(stderr),
-          });
+          fail(new AgentError(`${stream.what}: ${(error as Error).message}`, 'EPROTO'));
         }
       };
       connection

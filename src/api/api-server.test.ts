@@ -349,6 +349,23 @@ describe('API transport', () => {
     expect((await failure(client.request('GET', `/api/v1/vms?all=1`))).message).toBe(
       'all: unknown query parameter (query takes none)',
     );
+    // Found by the API fuzzer (docs/fuzzing.md): an empty or odd name made the message start with ": unknown" or
+    // with the name's own spaces; a path that another route's pattern decoded first was a 500 (URIError); a URL the
+    // engine-URL pattern let through failed to parse later, a 500 too.
+    expect((await failure(client.request('GET', `/api/v1/vms?=1`))).message).toBe(
+      '"": unknown query parameter (query takes none)',
+    );
+    expect((await failure(client.request('POST', `/api/v1/vms/${VM}/stop`, { 'a b': 1 }))).message).toBe(
+      '"a b": unknown field (body takes none)',
+    );
+    const undecodable = await raw({ socketPath }, 'POST', '/api/v1/vms/%u0041/resume', {});
+    expect(undecodable.status).toBe(400);
+    expect(JSON.parse(undecodable.text).error.message).toBe(
+      'path: malformed percent-encoding in /api/v1/vms/%u0041/resume',
+    );
+    expect(
+      (await failure(client.request('POST', '/api/v1/engines/probe', { url: 'http://12\ufffd7.0.0.1:1' }))).message,
+    ).toBe('url: an engine URL such as https://10.0.0.2:7443 (this one does not parse)');
     const big = { data: 'x'.repeat((1 << 20) + 10) };
     expect(await failure(client.request('POST', `/api/v1/vms/${VM}/console`, big))).toEqual({
       status: 400,

@@ -53,7 +53,10 @@ export function explainIssues(schema: z.ZodType, error: z.ZodError, where: strin
           const prefix = issue.path.length ? `${field}.` : '';
           const expect = known.length ? `expected ${known.join(', ')}` : `${where} takes none`;
           const noun = where === 'query' ? 'query parameter' : 'field';
-          return issue.keys.map((key) => `${prefix}${key}: unknown ${noun} (${expect})`).join('; ');
+          // A name that is empty, has spaces or odd characters (`?=1`, `{"\ufffdO count": 1}`) is quoted, so the
+          // message still starts with what is wrong and where that ends.
+          const named = (key: string) => (/^[\w.-]+$/.test(key) ? key : JSON.stringify(key));
+          return issue.keys.map((key) => `${prefix}${named(key)}: unknown ${noun} (${expect})`).join('; ');
         }
         case 'invalid_format':
           return `${field}: expected ${issue.message}`;

@@ -144,16 +144,20 @@ export const WEBSOCKET_ROUTES = [
 /** GET streams a guest file (application/octet-stream); PUT writes the request body to it (docs/engine.md). */
 export const FILE_ROUTE = { path: `${vms}/:vm/files`, operation: 'files' } as const;
 
-/** The pattern's parameters when `pathname` matches it, else null. */
+/** The pattern's parameters when `pathname` matches it, else null; throws URIError for a matching path whose
+ * parameter has bad percent-encoding. */
 export function matchPath(pattern: string, pathname: string): Partial<Record<string, string>> | null {
   const want = pattern.split('/');
   const got = pathname.split('/');
   if (want.length !== got.length) return null;
-  const params: Record<string, string> = {};
+  // Every fixed segment first: a parameter is decoded only for the pattern that matches (decoding throws URIError
+  // on bad percent-encoding, which must not escape from a pattern the path was never meant for).
   for (let i = 0; i < want.length; i++) {
     const [w, g] = [want[i]!, got[i]!];
-    if (w.startsWith(':') && g !== '') params[w.slice(1)] = decodeURIComponent(g);
-    else if (w !== g) return null;
+    if (w.startsWith(':') ? g === '' : w !== g) return null;
   }
+  const params: Record<string, string> = {};
+  for (let i = 0; i < want.length; i++)
+    if (want[i]!.startsWith(':')) params[want[i]!.slice(1)] = decodeURIComponent(got[i]!);
   return params;
 }

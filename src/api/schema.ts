@@ -378,6 +378,8 @@ const RemoteEngineName = TokenName.refine((name) => name !== 'local', 'local is 
 const EngineUrl = z
   .string()
   .regex(/^https?:\/\/[^/?#\s]+\/?$/, 'an engine URL such as https://10.0.0.2:7443 (http or https, no path)')
+  // The pattern lets through hosts no URL has ("http://12\ufffd7.0.0.1"), which failed later as a 500.
+  .refine((url) => URL.canParse(url), 'an engine URL such as https://10.0.0.2:7443 (this one does not parse)')
   .describe('the engine’s URL: https://HOST:PORT (or http:// on a loopback)');
 const Fingerprint = z
   .string()

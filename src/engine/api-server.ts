@@ -366,7 +366,11 @@ async function serve(
     const type = route.contentType === 'application/json' ? JSON_TYPE : route.contentType;
     send(res, route.status, route.response ? result : undefined, type);
   } catch (error) {
-    const failure = asHttpError(error);
+    // A path's bad percent-encoding (`/vms/%u0041/files`): the client's mistake, wherever it was decoded.
+    const failure =
+      error instanceof URIError
+        ? new HttpError(400, `path: malformed percent-encoding in ${req.url}`)
+        : asHttpError(error);
     const reason = failure.reason === undefined ? {} : { reason: failure.reason };
     const body = { error: { code: failure.status, message: failure.message, ...reason } };
     send(res, failure.status, body, JSON_TYPE, failure.headers);
