@@ -210,4 +210,30 @@ describe('the API request parser under mutation', { timeout }, () => {
     );
     expect(messages.size).toBeGreaterThan(30);
   });
+
+  it('no mutant names a host off this machine for the engine to reach, nor an image to pull', () => {
+    const random = prng(99);
+    const seeds = seedRequests();
+    let outbound = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const { body } = mutantRequest(random, seeds);
+      let fields: Record<string, unknown>;
+      try {
+        fields = JSON.parse(body?.toString('utf8') ?? 'null') as Record<string, unknown>;
+      } catch {
+        continue;
+      }
+      if (!fields || typeof fields !== 'object') continue;
+      if (typeof fields.url === 'string') {
+        outbound++;
+        expect(fields.url).toMatch(/^https?:\/\/(127\.[\d.]+|\[::1\])(:\d+)?\/?$/);
+      }
+      if (typeof fields.reference === 'string') {
+        outbound++;
+        expect(fields.reference).toMatch(/^(127\.[\d.]+|\[::1\]):\d+\//);
+      }
+      if (typeof fields.text === 'string') expect(fields.text).not.toMatch(/image/i);
+    }
+    expect(outbound).toBeGreaterThan(100);
+  });
 });

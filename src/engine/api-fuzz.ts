@@ -17,7 +17,7 @@ export interface FuzzRequest {
 /** A valid query and body for each operation that takes them (against an empty store: most then answer 404). */
 const SEEDS: Record<string, { query?: Record<string, string>; body?: unknown }> = {
   createEpisode: { body: { smolfile: '/nonexistent/fuzz/Smolfile', name: 'fuzz' } },
-  checkSmolfile: { body: { text: 'image = "debian:12"\nmemory = 512\n' } },
+  checkSmolfile: { body: { text: 'kernel = "/nonexistent/fuzz/vmlinux"\nmemory = 512\n' } },
   pullImage: { body: { reference: '127.0.0.1:1/fuzz/none:latest' } },
   removeImage: { query: { reference: 'fuzz-none:latest', force: 'false' } },
   pruneImages: { query: { dryRun: 'true' } },
@@ -206,6 +206,43 @@ function encodeQuery(query: [string, string][]): string {
   return `?${query.map(([k, v]) => `${part(k)}=${part(v)}`).join('&')}`;
 }
 
+/** A URL or image reference that names this machine (tests send traffic nowhere else). */
+const LOOPBACK_URL = /^https?:\/\/(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|\[::1\])(:\d+)?\/?$/;
+const LOOPBACK_REFERENCE = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|\[::1\]):\d+\/[^\s]*$/;
+
+/**
+ * A body the engine would act on with a `url` (probeEngine, addEngine) or `reference` (pullImage) that names another
+ * host, or a Smolfile `text` that names an image, gets a loopback (or image-less) one back: a mutant must never make the engine reach a registry or an engine off this
+ * machine, nor ask DNS for a mutated name. (The engine parses bodies with JSON.parse of the UTF-8 text, as here;
+ * what does not parse here is refused there before any handler runs.)
+ */
+function onlyLoopback(bytes: Buffer | null): Buffer | null {
+  if (!bytes) return bytes;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    return bytes;
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return bytes;
+  const fields = parsed as Record<string, unknown>;
+  let changed = false;
+  if (typeof fields.url === 'string' && !LOOPBACK_URL.test(fields.url)) {
+    set(fields, 'url', 'http://127.0.0.1:1');
+    changed = true;
+  }
+  if (typeof fields.reference === 'string' && !LOOPBACK_REFERENCE.test(fields.reference)) {
+    set(fields, 'reference', '127.0.0.1:1/fuzz/none:latest');
+    changed = true;
+  }
+  // A Smolfile's text that names an image would pull it, should a mutant carry it to createEpisode.
+  if (typeof fields.text === 'string' && /image/i.test(fields.text)) {
+    set(fields, 'text', 'kernel = "/nonexistent/fuzz/vmlinux"\n');
+    changed = true;
+  }
+  return changed ? Buffer.from(JSON.stringify(fields)) : bytes;
+}
+
 /** One mutant of one route's seed request: 1 to 3 changes among method, path, query and body. */
 export function mutantRequest(random: Random, seeds = seedRequests()): FuzzRequest {
   const seed = pick(seeds, random);
@@ -269,7 +306,7 @@ export function mutantRequest(random: Random, seeds = seedRequests()): FuzzReque
         }
     }
   }
-  const bytes = raw ?? (body === undefined ? null : Buffer.from(JSON.stringify(body)));
+  const bytes = onlyLoopback(raw ?? (body === undefined ? null : Buffer.from(JSON.stringify(body))));
   return {
     method,
     path: segments.join('/') + encodeQuery(query),
