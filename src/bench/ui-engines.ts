@@ -56,6 +56,11 @@ export async function benchUiEngines(
   const smolfile = path.join(packageRoot, 'smolfiles', 'echo.smolfile');
   const running: RunningEngine[] = [];
   const homes: string[] = [];
+  // The engines file (remote engines, pins) is the user's, shared by every data dir: the engines this bench starts
+  // keep theirs in its scratch directory, or its remotes would stay in every later engine's list.
+  const scratch = mkdtempSync(path.join(os.tmpdir(), 'smol-bench-engines-'));
+  const configBefore = process.env.SMOL_CLIENT_CONFIG;
+  process.env.SMOL_CLIENT_CONFIG = path.join(scratch, 'engines.json');
   const browser = await chromium.launch({ executablePath: options.chromium, args: chromiumArgs });
   try {
     for (let i = 0; i < count; i++) {
@@ -132,6 +137,9 @@ export async function benchUiEngines(
       for (let i = 0; i < 300 && pidAlive(pid); i++) await new Promise((resolve) => setTimeout(resolve, 100));
     }
     for (const home of homes) rmSync(home, { recursive: true, force: true });
+    if (configBefore === undefined) delete process.env.SMOL_CLIENT_CONFIG;
+    else process.env.SMOL_CLIENT_CONFIG = configBefore;
+    rmSync(scratch, { recursive: true, force: true });
   }
 }
 
