@@ -70,4 +70,18 @@ describe('a renamed snapshot', () => {
     expect(markerOf(recording, other)).toBeNull();
     expect(snapshotAt(recording, 6, [other, renamed])?.snapshot.name).toBe('kept');
   });
+  it('is not another snapshot taken within seconds of it', () => {
+    // Two checkpoints 3 s apart: "second"'s marker is its own, not "first"'s (which is near its creation time too).
+    const recording = parseAsciicast(
+      [
+        '{"version":2,"width":80,"height":24,"timestamp":1000}',
+        '[5.0,"m","checkpoint first"]',
+        '[8.0,"m","checkpoint second"]',
+      ].join('\n'),
+    );
+    const second: Snapshot = { ...snap('second'), created: new Date(1008_000).toISOString() };
+    const first: Snapshot = { ...snap('first'), id: 'sn-bbbbbbbbbb', created: new Date(1005_000).toISOString() };
+    expect(markerOf(recording, second)?.time).toBe(8);
+    expect(markerOf(recording, first)?.time).toBe(5);
+  });
 });

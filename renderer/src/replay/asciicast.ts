@@ -136,9 +136,19 @@ export function snapshotAt(
 
 /** The marker written when the snapshot was taken (`checkpoint NAME: note`, `fork NAME`, …), for its last screen. */
 export function markerOf(recording: Recording, snapshot: Snapshot): Marker | null {
-  return (
-    recording.markers.find(
-      (m) => TAKEN.test(m.label) && markerSnapshot(recording, m, [snapshot])?.id === snapshot.id,
-    ) ?? null
-  );
+  const taken = recording.markers.filter((m) => TAKEN.test(m.label));
+  // By its name first (the latest, should a deleted snapshot's name have been used again): another snapshot's
+  // marker written within seconds of this one's must not stand for it (two checkpoints 3 s apart showed the first's
+  // screen for the second).
+  const named = taken.filter((m) => m.snapshotName === snapshot.name);
+  if (named.length) return named.at(-1)!;
+  // Renamed since: the marker written at its moment, the nearest.
+  const at = Date.parse(snapshot.created) / 1000;
+  let best: Marker | null = null;
+  for (const m of taken) {
+    if (markerSnapshot(recording, m, [snapshot])?.id !== snapshot.id) continue;
+    const distance = (marker: Marker) => Math.abs((recording.timestamp ?? 0) + marker.time - at);
+    if (!best || distance(m) < distance(best)) best = m;
+  }
+  return best;
 }
