@@ -7,18 +7,17 @@
 // the frame parser gives the same frames however the stream is cut. In `npm test` 2,000 cases from a fixed seed;
 // `npm run fuzz -- --target agent --seconds N` (or `--executions N`) runs it from a fresh seed (SMOL_FUZZ_SECONDS,
 // SMOL_FUZZ_RUNS, SMOL_FUZZ_SEED) and keeps a case that breaks the property in native/out/fuzz/crashes/.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { prng } from '../engine/smolmachine-fuzz.js';
+import { keepFinding, prng } from '../engine/smolmachine-fuzz.js';
 import { AgentClient } from './agent-client.js';
 import { AgentConnection } from './agent-connection.js';
 import { mutant, type Mutant } from './agent-fuzz.js';
 import { AgentError, FrameParser, MAX_PAYLOAD } from './agent-protocol.js';
 
-const root = path.resolve(import.meta.dirname, '../..');
 const scratch = mkdtempSync(path.join(tmpdir(), 'smol-agent-fuzz-'));
 const socketPath = path.join(scratch, 'agent.sock');
 
@@ -236,10 +235,10 @@ describe('the host side of the agent protocol under mutation', { timeout }, () =
       const m = mutant(random);
       const why = (await judge(m)) ?? chunkInvariant(Buffer.concat([m.hello, m.reply(1)]), random);
       if (why) {
-        const crashes = path.join(root, 'native', 'out', 'fuzz', 'crashes');
-        mkdirSync(crashes, { recursive: true });
-        const kept = path.join(crashes, `agent-${seed}-${runs}.bin`);
-        writeFileSync(kept, Buffer.concat([Buffer.from(`${m.muxer ? m.line : ''}`), m.hello, m.reply(1)]));
+        const kept = keepFinding(
+          `agent-${seed}-${runs}.bin`,
+          Buffer.concat([Buffer.from(`${m.muxer ? m.line : ''}`), m.hello, m.reply(1)]),
+        );
         expect.fail(`case ${runs} (${m.how}) broke the property, kept as ${kept} (its HELLO and reply): ${why}`);
       }
       const last = lastError;

@@ -6,7 +6,7 @@
 // engine; and it still answers after. In `npm test` 3,000 mutants from a fixed seed; `npm run fuzz -- --target api
 // --seconds N` (or `--executions N`) runs it from a fresh seed (SMOL_FUZZ_SECONDS, SMOL_FUZZ_RUNS, SMOL_FUZZ_SEED)
 // and keeps a mutant that breaks the property in native/out/fuzz/crashes/.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -15,10 +15,9 @@ import { startApiServer, type ApiServer } from './api-server.js';
 import { ApiTokens } from './api-tokens.js';
 import { mutantRequest, seedRequests, type FuzzRequest } from './api-fuzz.js';
 import { Engine } from './engine.js';
-import { prng } from './smolmachine-fuzz.js';
+import { keepFinding, prng } from './smolmachine-fuzz.js';
 import { RemoteEngines } from './remote-engines.js';
 
-const root = path.resolve(import.meta.dirname, '../..');
 const scratch = mkdtempSync(path.join(tmpdir(), 'smol-api-fuzz-'));
 const home = path.join(scratch, 'home');
 const socketPath = path.join(scratch, 'engine.sock');
@@ -175,11 +174,8 @@ describe('the API request parser under mutation', { timeout }, () => {
         }
         if (!why && escaped.length) why = escaped.join('\n');
         if (why) {
-          const crashes = path.join(root, 'native', 'out', 'fuzz', 'crashes');
-          mkdirSync(crashes, { recursive: true });
-          const kept = path.join(crashes, `api-${seed}-${n}.http`);
-          writeFileSync(
-            kept,
+          const kept = keepFinding(
+            `api-${seed}-${n}.http`,
             Buffer.concat([Buffer.from(`${request.method} ${request.path}\n\n`), request.body ?? Buffer.alloc(0)]),
           );
           finding ??= `mutant ${n} (${request.how}) broke the property, kept as ${kept}: ${why}`;

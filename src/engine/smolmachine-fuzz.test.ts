@@ -4,11 +4,11 @@
 // `npm run fuzz -- --target machine --seconds N` runs it for N seconds from a fresh seed (SMOL_FUZZ_SECONDS,
 // SMOL_FUZZ_SEED) and keeps a mutant that breaks the property in native/out/fuzz/crashes/.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { judge, mutate, prng, unpackDigests } from './smolmachine-fuzz.js';
+import { judge, keepFinding, mutate, prng, unpackDigests } from './smolmachine-fuzz.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const seedFile = path.join(root, 'tests', 'fixtures', 'counter.smolmachine');
@@ -51,13 +51,10 @@ describe('the .smolmachine reader under mutation', { timeout }, () => {
       const { bytes, how } = mutate(file, random);
       const outcome = await judge(bytes, original, scratch);
       if (outcome.kind === 'finding') {
-        const crashes = path.join(root, 'native', 'out', 'fuzz', 'crashes');
-        mkdirSync(crashes, { recursive: true });
-        const kept = path.join(
-          crashes,
+        const kept = keepFinding(
           `machine-${createHash('sha256').update(bytes).digest('hex').slice(0, 16)}.smolmachine`,
+          bytes,
         );
-        writeFileSync(kept, bytes);
         expect.fail(
           `mutant ${runs} (${how}) broke the property, kept as ${kept} (move it into ` +
             `tests/fixtures/smolmachine-findings/ with the fix): ${outcome.why}`,

@@ -6,8 +6,9 @@
 // that says what is wrong, or it unpacks to exactly the files the original does. A TypeError, RangeError or any other
 // exception type, a message with NaN or [object in it, or different files are findings.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { packageRoot } from '../package-root.js';
 import { openMachine } from './smolmachine-file.js';
 import { FOOTER_BYTES, MACHINE_FORMAT } from './smolmachine-format.js';
 
@@ -22,6 +23,17 @@ export function prng(seed: number): (n: number) => number {
     x >>>= 0;
     return n <= 1 ? 0 : x % n;
   };
+}
+
+/** Where the fuzzers keep an input that broke a property (with the libFuzzer targets' crashes). */
+const FINDINGS = path.join(packageRoot, 'native', 'out', 'fuzz', 'crashes');
+
+/** Keeps a fuzzer's finding as `name` in native/out/fuzz/crashes/ and returns its path, for the failure to name. */
+export function keepFinding(name: string, data: Buffer | string): string {
+  mkdirSync(FINDINGS, { recursive: true });
+  const kept = path.join(FINDINGS, name);
+  writeFileSync(kept, data);
+  return kept;
 }
 
 function seal(body: Buffer): Buffer {

@@ -6,10 +6,10 @@
 // (SMOL_FUZZ_SECONDS, SMOL_FUZZ_RUNS, SMOL_FUZZ_SEED) and keeps a mutant that breaks the property in
 // native/out/fuzz/crashes/.
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { prng } from '../engine/smolmachine-fuzz.js';
+import { keepFinding, prng } from '../engine/smolmachine-fuzz.js';
 import { parseSmolfile } from './smolfile.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -182,10 +182,7 @@ describe('the Smolfile parser under mutation', { timeout }, () => {
       const { text, how } = mutate(from.text, random);
       const why = judge(text);
       if (why) {
-        const crashes = path.join(root, 'native', 'out', 'fuzz', 'crashes');
-        mkdirSync(crashes, { recursive: true });
-        const kept = path.join(crashes, `smolfile-${createHash('sha256').update(text).digest('hex').slice(0, 16)}`);
-        writeFileSync(kept, text);
+        const kept = keepFinding(`smolfile-${createHash('sha256').update(text).digest('hex').slice(0, 16)}`, text);
         expect.fail(`mutant ${runs} of ${from.name} (${how}) broke the property, kept as ${kept}: ${why}`);
       }
       const { smolfile, problems } = parseSmolfile(text, { path: '/nonexistent/fuzz/Smolfile', relativeFrom: null });
