@@ -11,7 +11,7 @@
 #   python: pytest, wsproto (the Python SDK's one dependency; it brings h11) and venv (its offline pip install test):
 #          sdk/python/tests, run with /usr/bin/python3
 #   machines: zstd, the program packing and opening fall back on without the addon (Node 20's zlib has no zstd)
-#   images: e2fsprogs (mke2fs -d, debugfs) and attr (setfattr: layers' xattrs) to make OCI images into root disks;
+#   images: e2fsprogs (mke2fs -d, debugfs) and attr (getfattr, in the tests) to make OCI images into root disks;
 #          docker-registry and skopeo for the OCI tests' and `smol bench image`'s registry on loopback (docs/images.md)
 #   kubernetes: golang-go and golang-github-containerd-containerd-dev (containerd 1.6's Go sources) build the
 #          containerd shim in GOPATH mode (npm run build:shim, docs/kubernetes.md); containerd (with ctr) for its

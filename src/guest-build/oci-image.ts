@@ -39,7 +39,7 @@ import { LayerTree } from './oci-layers.js';
 import { parseReference, shortName, type OciReference } from './oci-reference.js';
 import type { BlobProgress, Descriptor } from './oci-registry.js';
 import { openImageSource, type ImageRunConfig, type ImageSource } from './oci-source.js';
-import { mke2fsArgs, rootfsUuid } from './rootfs-build.js';
+import { mke2fsArgs, rootfsUuid, setExt4Xattrs } from './rootfs-build.js';
 
 /** Bump when the steps below change the image they make. */
 export const OCI_RECIPE_VERSION = 1;
@@ -373,6 +373,9 @@ async function convert(options: ConvertOptions): Promise<OciImageRecord> {
     log,
     signal: options.signal,
   });
+  // The layers' xattrs go into the disk, not onto the tree (oci-layers.ts); /.smol is ours, made anew.
+  const xattrs = layerTree.xattrs().filter((x) => x.path !== '.smol' && !x.path.startsWith('.smol/'));
+  await setExt4Xattrs(image, xattrs, { work, log, signal: options.signal });
   await runLogged(E2FSCK, ['-f', '-n', image], { cwd: work, log, signal: options.signal });
   syncFile(image);
   const record: OciImageRecord = {

@@ -7,7 +7,6 @@
 // and every directory on the way to an entry is resolved inside the tree: a symbolic link met on the way is followed
 // as the guest would follow it with the tree as its `/` (an absolute target starts from the tree, `..` stops at it),
 // never through the host's file system. The entry's own name is never followed: what is there is replaced.
-import { spawnSync } from 'node:child_process';
 import {
   chmodSync,
   chownSync,
@@ -24,7 +23,6 @@ import {
   symlinkSync,
   unlinkSync,
   utimesSync,
-  writeFileSync,
   writeSync,
   type Stats,
 } from 'node:fs';
@@ -38,6 +36,15 @@ type EntryData = AsyncIterable<Buffer> & { resume(): unknown };
 const WHITEOUT = '.wh.';
 const OPAQUE = '.wh..wh..opq';
 const MAX_SYMLINK_HOPS = 40;
+/** An extended attribute's name: a namespace Linux has, then something. */
+const XATTR_NAME = /^(user|trusted|security|system)\.[^\0]+$/;
+
+/** One extended attribute of a file in the tree: `path` relative to its root ('' is the root). */
+export interface Xattr {
+  path: string;
+  name: string;
+  value: Buffer;
+}
 
 /** A layer entry that cannot be applied: names the layer and the entry. */
 export class LayerEntryError extends Error {
@@ -78,7 +85,12 @@ export class LayerTree {
   private readonly resolved = new Map<string, string>([['', '']]);
   /** Real paths made by the layer being applied: its whiteouts do not hide them. */
   private made = new Set<string>();
-  private xattrs: string[] = [];
+  /**
+   * The extended attributes the layers gave, by real path: set into the disk after mke2fs (setExt4Xattrs), never onto
+   * the tree, whose file system may refuse them (tmpfs before Linux 6.6 has no user.*; only root may set trusted.*).
+   * A hard link shares its source's map, as the inode is shared.
+   */
+  private readonly attrs = new Map<string, Map<string, Buffer>>();
   readonly stats: ApplyStats = { entries: 0, bytes: 0, skipped: 0 };
   /** Maps entry names (and hard links' targets), component by component, while a tar is applied. */
   private rename: ((parts: string[]) => string[]) | null = null;
@@ -106,7 +118,6 @@ export class LayerTree {
   async apply(tar: Readable, layer: string, rename?: (parts: string[]) => string[]): Promise<void> {
     this.rename = rename ?? null;
     this.made = new Set();
-    this.xattrs = [];
     const reader = extract();
     let last = '(none: the first entry)';
     const failed = (err: unknown): never => {
@@ -133,7 +144,15 @@ export class LayerTree {
       tar.destroy();
       failed(err);
     }
-    this.applyXattrs(layer);
+  }
+
+  /** The extended attributes of what the layers left, by path relative to the root ('' is the root), sorted. */
+  xattrs(): Xattr[] {
+    const out: Xattr[] = [];
+    for (const [real, attrs] of [...this.attrs].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      for (const [name, value] of attrs) out.push({ path: real, name, value });
+    }
+    return out;
   }
 
   private async entry(header: Header, data: EntryData, layer: string): Promise<void> {
@@ -152,7 +171,7 @@ export class LayerTree {
     const type = header.type ?? 'file';
     if (parts.length === 0) {
       data.resume();
-      if (type === 'directory') this.attributes('', header, false);
+      if (type === 'directory') this.attributes('', header, false, layer);
       return;
     }
     const parent = this.resolveDir(parts.slice(0, -1), layer, name, true)!;
@@ -169,7 +188,7 @@ export class LayerTree {
       this.made.add(real);
       this.resolved.set(join(parts), real);
       this.resolved.set(real, real);
-      this.attributes(real, header, false);
+      this.attributes(real, header, false, layer);
       return;
     }
     if (existing) this.remove(real, existing);
@@ -178,12 +197,12 @@ export class LayerTree {
       case 'file':
       case 'contiguous-file':
         await this.writeFile(target, data);
-        this.attributes(real, header, false);
+        this.attributes(real, header, false, layer);
         return;
       case 'symlink':
         data.resume();
         symlinkSync(header.linkname ?? '', target);
-        this.attributes(real, header, true);
+        this.attributes(real, header, true, layer);
         return;
       case 'link': {
         data.resume();
@@ -205,6 +224,8 @@ export class LayerTree {
           throw new LayerEntryError(layer, name, `a hard link to ${JSON.stringify(linkname)}, ${why}`);
         }
         linkSync(this.abs(fromReal!), target);
+        const shared = this.attrs.get(fromReal!);
+        if (shared) this.attrs.set(real, shared);
         return;
       }
       default:
@@ -233,8 +254,8 @@ export class LayerTree {
     }
   }
 
-  /** Owner (as root), mode and time; xattrs are collected and set at the end of the layer. */
-  private attributes(real: string, header: Header, symlink: boolean): void {
+  /** Owner (as root), mode and time; xattrs are collected (see `attrs`). */
+  private attributes(real: string, header: Header, symlink: boolean, layer: string): void {
     const target = this.abs(real);
     const uid = header.uid ?? 0;
     const gid = header.gid ?? 0;
@@ -248,29 +269,17 @@ export class LayerTree {
     for (const [key, value] of Object.entries(pax)) {
       if (!key.startsWith('SCHILY.xattr.')) continue;
       const attribute = key.slice('SCHILY.xattr.'.length);
-      // tar-stream decodes PAX values as UTF-8; an xattr's value is bytes, taken back as they were written.
-      const bytes = Buffer.from(value, 'utf8');
-      this.xattrs.push(
-        `# file: ${escapeName(real === '' ? '.' : real)}`,
-        `${attribute}=0x${bytes.toString('hex')}`,
-        '',
-      );
-    }
-  }
-
-  /** setfattr --restore, in one go for the layer (Node has no setxattr); the dump's paths are relative to the tree. */
-  private applyXattrs(layer: string): void {
-    if (this.xattrs.length === 0) return;
-    const dump = path.join(this.root, '..', `xattrs-${process.pid}.txt`);
-    writeFileSync(dump, `${this.xattrs.join('\n')}\n`);
-    try {
-      const result = spawnSync('setfattr', ['-h', `--restore=${dump}`], { cwd: this.root, encoding: 'utf8' });
-      if (result.error || result.status !== 0) {
-        const why = result.error ? `${result.error.message} (install the attr package)` : result.stderr.trim();
-        throw new Error(`layer ${layer}: setting its extended attributes failed: ${why}`);
+      if (!XATTR_NAME.test(attribute)) {
+        throw new LayerEntryError(
+          layer,
+          header.name,
+          `extended attribute ${JSON.stringify(attribute)} is not in a namespace Linux has (user., trusted., security., system.)`,
+        );
       }
-    } finally {
-      rmSync(dump, { force: true });
+      // tar-stream decodes PAX values as UTF-8; an xattr's value is bytes, taken back as they were written.
+      let attrs = this.attrs.get(real);
+      if (!attrs) this.attrs.set(real, (attrs = new Map()));
+      attrs.set(attribute, Buffer.from(value, 'utf8'));
     }
   }
 
@@ -337,9 +346,11 @@ export class LayerTree {
   private remove(real: string, stats: Stats): void {
     if (stats.isDirectory()) {
       rmSync(this.abs(real), { recursive: true, force: true });
+      for (const key of [...this.attrs.keys()]) if (key.startsWith(`${real}/`)) this.attrs.delete(key);
     } else {
       unlinkSync(this.abs(real));
     }
+    this.attrs.delete(real);
     if (stats.isDirectory() || stats.isSymbolicLink()) {
       // Whatever resolved through it resolves differently now.
       for (const [key, value] of this.resolved) {
@@ -360,16 +371,4 @@ function lstatOrNull(file: string): Stats | null {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw err;
   }
-}
-
-/** A path as getfattr writes it in a dump: octal escapes for control characters, backslash and non-ASCII bytes. */
-function escapeName(name: string): string {
-  let out = '';
-  for (const byte of Buffer.from(name, 'utf8')) {
-    out +=
-      byte < 0x21 || byte > 0x7e || byte === 0x5c
-        ? `\\${byte.toString(8).padStart(3, '0')}`
-        : String.fromCharCode(byte);
-  }
-  return out;
 }

@@ -148,6 +148,66 @@ export function debugfsNormalizeCommands(paths: string[], epoch: number): string
   return lines.join('\n') + '\n';
 }
 
+/** One extended attribute to set in a disk: `path` relative to its root ('' is the root). */
+export interface Ext4Xattr {
+  path: string;
+  name: string;
+  value: Buffer;
+}
+
+/**
+ * debugfs commands that set `xattrs` in a disk, each value read from a file `valueFile(i)` names (values are bytes).
+ * Names are quoted as debugfs's parser reads them (a `"` doubled); one with a line break cannot be given at all.
+ */
+export function debugfsXattrCommands(xattrs: Ext4Xattr[], valueFile: (index: number) => string): string {
+  const quote = (text: string, what: string) => {
+    if (/[\r\n]/.test(text)) throw new Error(`${what} has a line break, which debugfs cannot be given`);
+    return `"${text.replaceAll('"', '""')}"`;
+  };
+  return xattrs
+    .map((x, i) => {
+      const where = `/${x.path}`;
+      const file = quote(where, `${JSON.stringify(where)} (it has extended attributes)`);
+      return `ea_set -f ${quote(valueFile(i), 'the work directory')} ${file} ${quote(x.name, `extended attribute ${JSON.stringify(x.name)}`)}\n`;
+    })
+    .join('');
+}
+
+/**
+ * Sets `xattrs` in the ext4 image `file` with debugfs (after mke2fs -d, which copies a tree's own xattrs: the tree's
+ * file system may not hold them; docs/images.md). `work` gets the value files for the run. Fails naming the first
+ * that could not be set.
+ */
+export async function setExt4Xattrs(
+  file: string,
+  xattrs: Ext4Xattr[],
+  options: { work: string; log: string; signal?: AbortSignal },
+): Promise<void> {
+  if (xattrs.length === 0) return;
+  const dir = path.join(options.work, 'xattr-values');
+  mkdirSync(dir);
+  try {
+    xattrs.forEach((x, i) => writeFileSync(path.join(dir, String(i)), x.value));
+    const commands = path.join(dir, 'commands');
+    writeFileSync(commands, debugfsXattrCommands(xattrs, (i) => path.join(dir, String(i))));
+    const problems: string[] = [];
+    const onLine = (line: string) => {
+      if (line.trim() !== '' && !/^debugfs[: ]/.test(line)) problems.push(line.trim());
+    };
+    await runLogged(DEBUGFS, ['-w', '-f', commands, file], {
+      cwd: options.work,
+      log: options.log,
+      signal: options.signal,
+      onLine,
+    });
+    if (problems.length > 0) {
+      throw new Error(`setting the image's extended attributes failed: ${problems.slice(0, 5).join('; ')}`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export interface Ext4ImageOptions {
   tree: string;
   /** Where to make the image; must not exist. */

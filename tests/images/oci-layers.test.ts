@@ -10,7 +10,11 @@ import {
   readlinkSync,
   rmSync,
   statSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
 } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,6 +22,7 @@ import { Readable } from 'node:stream';
 import { gzipSync, createGunzip } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LayerTree } from '../../src/guest-build/oci-layers.js';
+import { debugfsXattrCommands, setExt4Xattrs } from '../../src/guest-build/rootfs-build.js';
 import { busyboxLayers, tarOf, type FixtureEntry } from './oci-fixtures.js';
 
 let scratch: string;
@@ -121,6 +126,87 @@ describe('LayerTree', () => {
     const cut = Readable.from([gz.subarray(0, gz.length - 2000)]).pipe(createGunzip());
     await expect(layers.apply(cut, 'sha256:cut')).rejects.toThrow(
       /layer sha256:cut: the tar is truncated or damaged after entry "second"/,
+    );
+  });
+
+  it('collects extended attributes without setting them on the tree: replaced, whited out and linked', async () => {
+    const layers = new LayerTree(tree);
+    const x = (value: string) => ({ 'SCHILY.xattr.user.v': value });
+    const f = (name: string, pax?: Record<string, string>): FixtureEntry => ({
+      header: { name, mode: 0o644, mtime: new Date(0), ...(pax ? { pax } : {}) },
+      data: name,
+    });
+    await apply(layers, [
+      { header: { name: 'd/', type: 'directory', mode: 0o755, pax: { 'SCHILY.xattr.trusted.dir': 'one' } } },
+      f('d/kept', { ...x('kept'), 'SCHILY.xattr.security.capability': '\u0001\u0002' }),
+      f('d/replaced', x('old')),
+      f('gone/a', x('hidden')),
+      f('linked', x('shared')),
+      { header: { name: 'link', type: 'link', linkname: 'linked' } },
+    ]);
+    await apply(layers, [
+      { header: { name: 'd/', type: 'directory', mode: 0o755, pax: { 'SCHILY.xattr.user.two': 'two' } } },
+      f('d/replaced'),
+      f('.wh.gone'),
+      f('.wh.linked'),
+    ]);
+    expect(layers.xattrs().map((a) => [a.path, a.name, a.value.toString('hex')])).toEqual([
+      ['d', 'trusted.dir', Buffer.from('one').toString('hex')],
+      ['d', 'user.two', Buffer.from('two').toString('hex')],
+      ['d/kept', 'user.v', Buffer.from('kept').toString('hex')],
+      ['d/kept', 'security.capability', '0102'],
+      ['link', 'user.v', Buffer.from('shared').toString('hex')], // the inode outlives the name it was made with
+    ]);
+    // Nothing was set on the tree: its file system need not hold xattrs (docs/images.md).
+    const dumped = spawnSync('getfattr', ['-R', '-d', '-m', '-', '.'], { cwd: tree, encoding: 'utf8' });
+    expect(dumped.status).toBe(0);
+    expect(dumped.stdout).toBe('');
+  });
+
+  it('refuses an extended attribute outside the namespaces Linux has, naming it, the layer and the entry', async () => {
+    const layers = new LayerTree(tree);
+    await expect(
+      apply(layers, [{ header: { name: 'f', pax: { 'SCHILY.xattr.bogus.x': 'v' } }, data: 'f' }], 'sha256:bad'),
+    ).rejects.toThrow(
+      'layer sha256:bad: entry "f": extended attribute "bogus.x" is not in a namespace Linux has (user., trusted., security., system.)',
+    );
+  });
+});
+
+describe('setExt4Xattrs', () => {
+  it('sets bytes on paths debugfs must be given quoted, on a symbolic link itself, and names a path not there', async () => {
+    const src = path.join(scratch, 'src');
+    mkdirSync(src);
+    writeFileSync(path.join(src, 'a "quoted" name'), 'x');
+    writeFileSync(path.join(src, 'plain'), 'x');
+    symlinkSync('plain', path.join(src, 'link'));
+    const image = path.join(scratch, 'disk.ext4');
+    writeFileSync(image, '');
+    truncateSync(image, 64 * 1024 * 1024);
+    expect(spawnSync('/sbin/mke2fs', ['-q', '-t', 'ext4', '-d', src, '-F', image]).status).toBe(0);
+    const log = path.join(scratch, 'log');
+    const binary = Buffer.from([0, 1, 0xff, 0x22, 0x0a]);
+    await setExt4Xattrs(
+      image,
+      [
+        { path: 'a "quoted" name', name: 'user.bytes', value: binary },
+        { path: 'link', name: 'trusted.on-the-link', value: Buffer.from('l') },
+        { path: '', name: 'user.root', value: Buffer.from('r') },
+      ],
+      { work: scratch, log },
+    );
+    const list = (what: string) =>
+      spawnSync('/sbin/debugfs', ['-R', `ea_list ${what}`, image], { encoding: 'utf8' }).stdout;
+    expect(list('"/a ""quoted"" name"')).toContain('user.bytes (5) = 00 01 ff 22 0a');
+    expect(list('/link')).toContain('trusted.on-the-link (1) = "l"');
+    expect(list('/plain')).not.toContain('on-the-link');
+    expect(list('/')).toContain('user.root (1) = "r"');
+    expect(existsSync(path.join(scratch, 'xattr-values'))).toBe(false);
+    await expect(
+      setExt4Xattrs(image, [{ path: 'missing', name: 'user.x', value: Buffer.from('x') }], { work: scratch, log }),
+    ).rejects.toThrow("setting the image's extended attributes failed: /missing: File not found by ext2_lookup");
+    expect(() => debugfsXattrCommands([{ path: 'a\nb', name: 'user.x', value: Buffer.alloc(0) }], String)).toThrow(
+      '"/a\\nb" (it has extended attributes) has a line break, which debugfs cannot be given',
     );
   });
 });
