@@ -11,10 +11,12 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Smol } from '../../sdk/typescript/smol.js';
 import { EngineHome, root } from '../engine/engine-home.js';
-import { busyboxLayers, FIXTURE_CONFIG, writeLayout, writeOciArchive } from '../images/oci-fixtures.js';
+import { busyboxLayers, FIXTURE_CONFIG, tarOf, writeLayout, writeOciArchive } from '../images/oci-fixtures.js';
 import { Containerd, RUNTIME } from './containerd.js';
 
 const IMAGE = 'smol.test/busybox:v1';
+/** The same image with a third layer the engine refuses (a `..` name; containerd's own unpack keeps it inside). */
+const BROKEN = 'smol.test/broken:v1';
 const home = new EngineHome();
 let scratch: string;
 let containerd: Containerd;
@@ -58,7 +60,20 @@ beforeAll(async () => {
     path.join(scratch, 'image.tar'),
   ]);
   expect(imported.status, imported.stderr).toBe(0);
-  step(`containerd up, ${IMAGE} imported`);
+  const bad = await tarOf([{ header: { name: 'etc/../../escape', mode: 0o644 }, data: 'out\n' }]);
+  const broken = writeLayout(path.join(scratch, 'broken'), [...(await busyboxLayers()), bad], 'v1', FIXTURE_CONFIG);
+  await writeOciArchive(path.join(scratch, 'broken.tar'), broken.dir);
+  const importedBroken = await containerd.ctr([
+    'image',
+    'import',
+    '--snapshotter',
+    'native',
+    '--base-name',
+    BROKEN.split(':')[0]!,
+    path.join(scratch, 'broken.tar'),
+  ]);
+  expect(importedBroken.status, importedBroken.stderr).toBe(0);
+  step(`containerd up, ${IMAGE} and ${BROKEN} imported`);
 }, 300_000);
 
 afterAll(async () => {
@@ -75,6 +90,16 @@ describe('ctr run with the smol runtime', () => {
     expect(result.stderr).toContain('oops\n');
     // --rm deleted the container, and with it its episode.
     expect(await episodeNamed('hello')).toBeUndefined();
+  }, 600_000);
+
+  it('an image the engine cannot convert fails ctr run with its reason, and leaves no episode', async () => {
+    const result = await containerd.ctr(
+      ['run', '--runtime', RUNTIME, '--snapshotter', 'native', '--rm', BROKEN, 'broken', '/bin/sh', '-c', 'true'],
+      { timeoutMs: 300_000 },
+    );
+    expect(result.status, `${result.stderr}\n${containerd.logTail()}`).not.toBe(0);
+    expect(result.stderr).toMatch(/entry \\?"etc\/\.\.\/\.\.\/escape\\?": its name has a `\.\.` component/);
+    expect(await episodeNamed('broken')).toBeUndefined();
   }, 600_000);
 
   it('a signal stops the command; the episode is there while it runs, labelled, and gone after', async () => {
