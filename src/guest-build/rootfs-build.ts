@@ -189,7 +189,10 @@ export async function setExt4Xattrs(
   try {
     xattrs.forEach((x, i) => writeFileSync(path.join(dir, String(i)), x.value));
     const commands = path.join(dir, 'commands');
-    writeFileSync(commands, debugfsXattrCommands(xattrs, (i) => path.join(dir, String(i))));
+    writeFileSync(
+      commands,
+      debugfsXattrCommands(xattrs, (i) => path.join(dir, String(i))),
+    );
     const problems: string[] = [];
     const onLine = (line: string) => {
       if (line.trim() !== '' && !/^debugfs[: ]/.test(line)) problems.push(line.trim());
