@@ -171,7 +171,7 @@ export class LayerTree {
     const type = header.type ?? 'file';
     if (parts.length === 0) {
       data.resume();
-      if (type === 'directory') this.attributes('', header, false, layer);
+      if (type === 'directory') this.attributes('', header, false);
       return;
     }
     const parent = this.resolveDir(parts.slice(0, -1), layer, name, true)!;
@@ -188,7 +188,7 @@ export class LayerTree {
       this.made.add(real);
       this.resolved.set(join(parts), real);
       this.resolved.set(real, real);
-      this.attributes(real, header, false, layer);
+      this.attributes(real, header, false);
       return;
     }
     if (existing) this.remove(real, existing);
@@ -197,12 +197,12 @@ export class LayerTree {
       case 'file':
       case 'contiguous-file':
         await this.writeFile(target, data);
-        this.attributes(real, header, false, layer);
+        this.attributes(real, header, false);
         return;
       case 'symlink':
         data.resume();
         symlinkSync(header.linkname ?? '', target);
-        this.attributes(real, header, true, layer);
+        this.attributes(real, header, true);
         return;
       case 'link': {
         data.resume();
@@ -255,7 +255,7 @@ export class LayerTree {
   }
 
   /** Owner (as root), mode and time; xattrs are collected (see `attrs`). */
-  private attributes(real: string, header: Header, symlink: boolean, layer: string): void {
+  private attributes(real: string, header: Header, symlink: boolean): void {
     const target = this.abs(real);
     const uid = header.uid ?? 0;
     const gid = header.gid ?? 0;
