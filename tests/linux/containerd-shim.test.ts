@@ -1,6 +1,7 @@
 // The containerd shim (shim/, docs/kubernetes.md) with Debian's containerd and ctr, started by the test, in the KVM
 // lab: an image the test makes (busybox-static, tests/images/oci-fixtures.ts) imported with `ctr image import`, then
-// `ctr run --runtime io.containerd.smol.v2` prints the command's output and returns its exit status, a signal from
+// `ctr run --runtime io.containerd.smol.v2` prints the command's output and returns its exit status, an image the
+// engine refuses fails ctr run at once with the engine's reason, a signal from
 // `ctr task kill` stops a command that would run for ten minutes, and each container's episode is on the engine
 // (its VM labelled with the container) while it runs and gone when its task is deleted. With SMOL_SHIM_MEASURE=N
 // it also measures ctr run against smol run (below).
@@ -50,29 +51,16 @@ beforeAll(async () => {
   smol = await home.client();
   step('engine up');
   containerd = await Containerd.start(path.join(scratch, 'containerd'), home.dir);
-  const imported = await containerd.ctr([
-    'image',
-    'import',
-    '--snapshotter',
-    'native',
-    '--base-name',
-    IMAGE.split(':')[0]!,
-    path.join(scratch, 'image.tar'),
-  ]);
-  expect(imported.status, imported.stderr).toBe(0);
+  const importImage = async (reference: string, archive: string) => {
+    const base = reference.split(':')[0]!;
+    const imported = await containerd.ctr(['image', 'import', '--snapshotter', 'native', '--base-name', base, archive]);
+    expect(imported.status, imported.stderr).toBe(0);
+  };
+  await importImage(IMAGE, path.join(scratch, 'image.tar'));
   const bad = await tarOf([{ header: { name: 'etc/../../escape', mode: 0o644 }, data: 'out\n' }]);
   const broken = writeLayout(path.join(scratch, 'broken'), [...(await busyboxLayers()), bad], 'v1', FIXTURE_CONFIG);
   await writeOciArchive(path.join(scratch, 'broken.tar'), broken.dir);
-  const importedBroken = await containerd.ctr([
-    'image',
-    'import',
-    '--snapshotter',
-    'native',
-    '--base-name',
-    BROKEN.split(':')[0]!,
-    path.join(scratch, 'broken.tar'),
-  ]);
-  expect(importedBroken.status, importedBroken.stderr).toBe(0);
+  await importImage(BROKEN, path.join(scratch, 'broken.tar'));
   step(`containerd up, ${IMAGE} and ${BROKEN} imported`);
 }, 300_000);
 
