@@ -29,6 +29,7 @@ import {
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { extract, type Header } from 'tar-stream';
+import type { Ext4Xattr } from './rootfs-build.js';
 
 /** An entry's data as tar-stream hands it over. */
 type EntryData = AsyncIterable<Buffer> & { resume(): unknown };
@@ -38,13 +39,6 @@ const OPAQUE = '.wh..wh..opq';
 const MAX_SYMLINK_HOPS = 40;
 /** An extended attribute's name: a namespace Linux has, then something. */
 const XATTR_NAME = /^(user|trusted|security|system)\.[^\0]+$/;
-
-/** One extended attribute of a file in the tree: `path` relative to its root ('' is the root). */
-export interface Xattr {
-  path: string;
-  name: string;
-  value: Buffer;
-}
 
 /** A layer entry that cannot be applied: names the layer and the entry. */
 export class LayerEntryError extends Error {
@@ -147,8 +141,8 @@ export class LayerTree {
   }
 
   /** The extended attributes of what the layers left, by path relative to the root ('' is the root), sorted. */
-  xattrs(): Xattr[] {
-    const out: Xattr[] = [];
+  xattrs(): Ext4Xattr[] {
+    const out: Ext4Xattr[] = [];
     for (const [real, attrs] of [...this.attrs].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
       for (const [name, value] of attrs) out.push({ path: real, name, value });
     }
